@@ -1,0 +1,243 @@
+//! Primops: attribute sets.
+//!
+//! Owns `attrNames`, `attrValues`, `getAttr`, `hasAttr`, `mapAttrs`,
+//! `removeAttrs` and `intersectAttrs`, plus [`expect_string_no_ctx`] (Nix's
+//! `forceStringNoCtx`, for attribute names given as strings). Values stay lazy:
+//! nothing here forces an attribute value except `getAttr`'s result. List-shaped
+//! set builders (`listToAttrs`, `zipAttrsWith`, `catAttrs`) live in `lists.rs`.
+
+use std::rc::Rc;
+
+use super::op;
+use crate::eval::{EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
+use crate::value::{Attrs, ContextElem, NixString, PrimOp, Sym, Value};
+
+pub(crate) static BUILTINS: &[PrimOp] = &[
+    op("attrNames", 1, attr_names),
+    op("attrValues", 1, attr_values),
+    op("getAttr", 2, get_attr),
+    op("hasAttr", 2, has_attr),
+    op("mapAttrs", 2, map_attrs),
+    op("removeAttrs", 2, remove_attrs),
+    op("intersectAttrs", 2, intersect_attrs),
+];
+
+/// A string without context (Nix's `forceStringNoCtx`): attribute names and
+/// similar identifiers may not refer to store paths.
+pub(crate) fn expect_string_no_ctx(ev: &mut Evaluator, v: &Value) -> EResult<NixString> {
+    let s = ev.expect_string(v)?;
+    if let Some(e) = s.context().iter().next() {
+        let path = match e {
+            ContextElem::Opaque(p) | ContextElem::DrvDeep(p) => p.clone(),
+            ContextElem::Built { drv, .. } => drv.clone(),
+        };
+        return Err(EvalError::new(
+            ErrorKind::Eval,
+            format!(
+                "the string '{}' is not allowed to refer to a store path (such as '{}')",
+                s.as_str(),
+                path
+            ),
+        ));
+    }
+    Ok(s)
+}
+
+/// `f name value`, unevaluated.
+pub(crate) fn lazy_apply2(f: &Value, name: &str, v: Value) -> Value {
+    Value::lazy_apply(Value::lazy_apply(f.clone(), Value::str(name)), v)
+}
+
+fn attr_names(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    let set = ev
+        .expect_attrs(&a[0])
+        .frame(None, || "while evaluating the argument passed to builtins.attrNames".into())?;
+    Ok(Value::list(set.keys().map(|k| Value::str(k.as_str())).collect()))
+}
+
+fn attr_values(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    let set = ev
+        .expect_attrs(&a[0])
+        .frame(None, || "while evaluating the argument passed to builtins.attrValues".into())?;
+    Ok(Value::list(set.values().cloned().collect()))
+}
+
+fn get_attr(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    let name = expect_string_no_ctx(ev, &a[0])
+        .frame(None, || "while evaluating the first argument passed to builtins.getAttr".into())?;
+    let set = ev
+        .expect_attrs(&a[1])
+        .frame(None, || "while evaluating the second argument passed to builtins.getAttr".into())?;
+    match set.get(name.as_str()) {
+        Some(v) => {
+            let v = v.clone();
+            ev.force(&v)
+        }
+        None => Err(EvalError::new(ErrorKind::Eval, format!("attribute '{}' missing", name.as_str())))
+            .frame(None, || "in the attribute set under consideration".into()),
+    }
+}
+
+fn has_attr(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    let name = expect_string_no_ctx(ev, &a[0])
+        .frame(None, || "while evaluating the first argument passed to builtins.hasAttr".into())?;
+    let set = ev
+        .expect_attrs(&a[1])
+        .frame(None, || "while evaluating the second argument passed to builtins.hasAttr".into())?;
+    Ok(Value::Bool(set.contains(name.as_str())))
+}
+
+fn map_attrs(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    let set = ev
+        .expect_attrs(&a[1])
+        .frame(None, || "while evaluating the second argument passed to builtins.mapAttrs".into())?;
+    let f = &a[0];
+    let out: Vec<(Sym, Value)> = set
+        .iter()
+        .map(|(k, v)| (k.clone(), lazy_apply2(f, k, v.clone())))
+        .collect();
+    Ok(Value::attrs(Attrs::from_sorted(out)))
+}
+
+fn remove_attrs(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    let set = ev
+        .expect_attrs(&a[0])
+        .frame(None, || "while evaluating the first argument passed to builtins.removeAttrs".into())?;
+    let names = ev
+        .expect_list(&a[1])
+        .frame(None, || "while evaluating the second argument passed to builtins.removeAttrs".into())?;
+    let mut present: Vec<NixString> = Vec::new();
+    for n in names.iter() {
+        let s = expect_string_no_ctx(ev, n).frame(None, || {
+            "while evaluating the values of the second argument passed to builtins.removeAttrs".into()
+        })?;
+        if set.contains(s.as_str()) {
+            present.push(s);
+        }
+    }
+    if present.is_empty() {
+        return Ok(Value::Attrs(set));
+    }
+    let out = match &*set {
+        // Few removals from a big persistent map: O(k log n), sharing the rest.
+        Attrs::Large(_) if present.len() * 8 < set.len() => {
+            let mut m = (*set).clone();
+            for s in &present {
+                m.remove(s.as_str());
+            }
+            m
+        }
+        _ => {
+            let mut drop: Vec<&str> = present.iter().map(|s| s.as_str()).collect();
+            drop.sort_unstable();
+            let kept: Vec<(Sym, Value)> = set
+                .iter()
+                .filter(|(k, _)| drop.binary_search(&k.as_str()).is_err())
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            Attrs::from_sorted(kept)
+        }
+    };
+    Ok(Value::Attrs(Rc::new(out)))
+}
+
+fn intersect_attrs(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    let left = ev
+        .expect_attrs(&a[0])
+        .frame(None, || "while evaluating the first argument passed to builtins.intersectAttrs".into())?;
+    let right = ev
+        .expect_attrs(&a[1])
+        .frame(None, || "while evaluating the second argument passed to builtins.intersectAttrs".into())?;
+    // Iterate the smaller set (in name order), look names up in the bigger one;
+    // values always come from the right-hand set.
+    let out: Vec<(Sym, Value)> = if left.len() < right.len() {
+        left.keys()
+            .filter_map(|k| right.get(k).map(|v| (k.clone(), v.clone())))
+            .collect()
+    } else {
+        right
+            .iter()
+            .filter(|(k, _)| left.contains(k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    };
+    if out.len() == right.len() {
+        return Ok(Value::Attrs(right));
+    }
+    Ok(Value::attrs(Attrs::from_sorted(out)))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::eval::test_eval;
+
+    fn ok(e: &str) -> String {
+        match test_eval(e) {
+            Ok(s) => s,
+            Err(err) => panic!("{e}: unexpected error:\n{err}"),
+        }
+    }
+
+    fn fails(e: &str, msg: &str) {
+        match test_eval(e) {
+            Ok(s) => panic!("{e}: expected an error, got {s}"),
+            Err(err) => assert!(err.contains(msg), "{e}: expected «{msg}» in:\n{err}"),
+        }
+    }
+
+    #[test]
+    fn names_and_values() {
+        assert_eq!(ok("builtins.attrNames { y = 1; x = 2; \"a b\" = 3; }"), "[ \"a b\" \"x\" \"y\" ]");
+        assert_eq!(ok("builtins.attrValues { y = 1; x = 2; \"a b\" = 3; }"), "[ 3 2 1 ]");
+        assert_eq!(ok("builtins.attrNames { }"), "[ ]");
+        // Values stay lazy.
+        assert_eq!(ok("builtins.length (builtins.attrValues { a = throw \"no\"; })"), "1");
+        fails("builtins.attrNames [ ]", "error: expected a set but found a list");
+        fails("builtins.attrValues 1", "error: expected a set but found an integer: 1");
+    }
+
+    #[test]
+    fn get_and_has() {
+        assert_eq!(ok("builtins.getAttr \"x\" { x = 1; y = throw \"no\"; }"), "1");
+        assert_eq!(ok("[ (builtins.hasAttr \"x\" { x = 1; }) (builtins.hasAttr \"z\" { x = 1; }) ]"), "[ true false ]");
+        fails("builtins.getAttr \"foo\" { }", "error: attribute 'foo' missing");
+        fails("builtins.getAttr [ ] [ ]", "error: expected a string but found a list");
+        fails("builtins.getAttr \"foo\" [ ]", "error: expected a set but found a list");
+        fails("builtins.hasAttr \"foo\" [ ]", "error: expected a set but found a list");
+    }
+
+    #[test]
+    fn map_attrs() {
+        assert_eq!(
+            ok("builtins.mapAttrs (name: value: name + \"-\" + value) { x = \"foo\"; y = \"bar\"; }"),
+            "{ x = \"x-foo\"; y = \"y-bar\"; }"
+        );
+        // Lazy in each value, and in the function.
+        assert_eq!(ok("(builtins.mapAttrs (n: v: v * 10) { a = 1; b = throw \"no\"; }).a"), "10");
+        assert_eq!(ok("builtins.attrNames (builtins.mapAttrs \"\" { a = 1; })"), "[ \"a\" ]");
+        fails("builtins.mapAttrs [ ] [ ]", "error: expected a set but found a list");
+        fails("builtins.mapAttrs \"\" { foo.bar = 1; }", "error: attempt to call something which is not a function but a string");
+    }
+
+    #[test]
+    fn remove_attrs() {
+        assert_eq!(ok("removeAttrs { x = 1; y = 2; z = 3; } [ \"a\" \"x\" \"z\" ]"), "{ y = 2; }");
+        assert_eq!(ok("removeAttrs { x = 1; } [ ]"), "{ x = 1; }");
+        assert_eq!(
+            ok("builtins.attrNames (removeAttrs (builtins.listToAttrs (builtins.genList (i: { name = \"k${toString i}\"; value = i; }) 40)) [ \"k1\" \"k10\" \"k5\" ])"),
+            ok("builtins.filter (n: n != \"k1\" && n != \"k10\" && n != \"k5\") (builtins.attrNames (builtins.listToAttrs (builtins.genList (i: { name = \"k${toString i}\"; value = i; }) 40)))")
+        );
+        fails("removeAttrs \"\" \"\"", "error: expected a set but found a string: \"\"");
+        fails("removeAttrs { } [ 1 ]", "error: expected a string but found an integer: 1");
+        fails("(removeAttrs { x = 1; y = 2; } [ \"x\" ]).x", "attribute 'x' missing");
+    }
+
+    #[test]
+    fn intersect_attrs() {
+        assert_eq!(ok("builtins.intersectAttrs { a = abort \"l\"; b = 1; } { a = 1; c = 3; }"), "{ a = 1; }");
+        assert_eq!(ok("builtins.intersectAttrs { a = 1; } { b = 2; }"), "{ }");
+        assert_eq!(ok("builtins.intersectAttrs { a = 1; b = 2; c = 3; } { b = \"x\"; }"), "{ b = \"x\"; }");
+        fails("builtins.intersectAttrs [ ] [ ]", "error: expected a set but found a list");
+        fails("builtins.intersectAttrs { } [ ]", "error: expected a set but found a list");
+    }
+}

@@ -1,0 +1,268 @@
+//! Core primops: control flow, errors, tracing, type predicates, imports and
+//! the search path.
+//!
+//! Owns `throw`, `abort`, `seq`, `deepSeq`, `tryEval`, `trace`, `warn`,
+//! `addErrorContext`, `typeOf`/`is*`, `functionArgs`, `toString`, `import`,
+//! `scopedImport`, `findFile`, `getEnv`, `placeholder`, `unsafeGetAttrPos`,
+//! `break`. It must not implement container or string algorithms (see the sibling
+//! modules).
+
+use std::path::{Path, PathBuf};
+
+use sha2::Digest;
+
+use super::{mk_attrs, op};
+use crate::eval::{CoerceMode, EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
+use crate::value::{print, PrimOp, Value};
+
+pub(crate) static BUILTINS: &[PrimOp] = &[
+    op("throw", 1, throw),
+    op("abort", 1, abort),
+    op("seq", 2, seq),
+    op("deepSeq", 2, deep_seq),
+    op("tryEval", 1, try_eval),
+    op("trace", 2, trace),
+    op("traceVerbose", 2, trace_verbose),
+    op("warn", 2, warn),
+    op("addErrorContext", 2, add_error_context),
+    op("typeOf", 1, type_of),
+    op("isNull", 1, |ev, a| is_type(ev, a, "null")),
+    op("isInt", 1, |ev, a| is_type(ev, a, "int")),
+    op("isFloat", 1, |ev, a| is_type(ev, a, "float")),
+    op("isBool", 1, |ev, a| is_type(ev, a, "bool")),
+    op("isString", 1, |ev, a| is_type(ev, a, "string")),
+    op("isPath", 1, |ev, a| is_type(ev, a, "path")),
+    op("isList", 1, |ev, a| is_type(ev, a, "list")),
+    op("isAttrs", 1, |ev, a| is_type(ev, a, "set")),
+    op("isFunction", 1, |ev, a| is_type(ev, a, "lambda")),
+    op("functionArgs", 1, function_args),
+    op("toString", 1, to_string),
+    op("import", 1, import),
+    op("scopedImport", 2, scoped_import),
+    op("findFile", 2, find_file),
+    op("getEnv", 1, get_env),
+    op("placeholder", 1, placeholder),
+    op("unsafeGetAttrPos", 2, unsafe_get_attr_pos),
+    op("break", 1, break_),
+];
+
+fn throw(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    let msg = ev.coerce_to_string(&a[0], CoerceMode::Interpolation)?;
+    Err(EvalError::new(ErrorKind::Throw, msg.as_str()))
+}
+
+fn abort(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    let msg = ev.coerce_to_string(&a[0], CoerceMode::Interpolation)?;
+    Err(EvalError::new(
+        ErrorKind::Abort,
+        format!("evaluation aborted with the following error message: '{}'", msg.as_str()),
+    ))
+}
+
+fn seq(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    ev.force(&a[0])?;
+    ev.force(&a[1])
+}
+
+fn deep_seq(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    ev.force_deep(&a[0])?;
+    ev.force(&a[1])
+}
+
+fn try_eval(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    match ev.force(&a[0]) {
+        Ok(v) => Ok(mk_attrs(vec![("success", Value::Bool(true)), ("value", v)])),
+        Err(e) if e.is_catchable() => Ok(mk_attrs(vec![
+            ("success", Value::Bool(false)),
+            ("value", Value::Bool(false)),
+        ])),
+        Err(e) => Err(e),
+    }
+}
+
+fn trace_message(ev: &mut Evaluator, v: &Value) -> EResult<String> {
+    let v = ev.force(v)?;
+    Ok(match &v {
+        Value::String(s) => s.as_str().to_string(),
+        other => print::print_value(other),
+    })
+}
+
+fn trace(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    let msg = trace_message(ev, &a[0])?;
+    (ev.on_trace)(&format!("trace: {msg}"));
+    ev.force(&a[1])
+}
+
+fn trace_verbose(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    ev.force(&a[1])
+}
+
+fn warn(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    let msg = ev.expect_string(&a[0])?;
+    (ev.on_trace)(&format!("evaluation warning: {}", msg.as_str()));
+    ev.force(&a[1])
+}
+
+fn add_error_context(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    let r = ev.force(&a[1]);
+    match r {
+        Ok(v) => Ok(v),
+        Err(e) => {
+            let ctx = ev
+                .coerce_to_string(&a[0], CoerceMode::Interpolation)
+                .map(|s| s.as_str().to_string())
+                .unwrap_or_default();
+            Err::<Value, _>(e).frame(None, || ctx)
+        }
+    }
+}
+
+fn type_of(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    let v = ev.force(&a[0])?;
+    Ok(Value::str(v.type_().type_of()))
+}
+
+fn is_type(ev: &mut Evaluator, a: Vec<Value>, t: &str) -> EResult<Value> {
+    let v = ev.force(&a[0])?;
+    Ok(Value::Bool(v.type_().type_of() == t))
+}
+
+fn function_args(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    let f = ev.force(&a[0])?;
+    match &f {
+        Value::Lambda(c) => match &c.def.param {
+            crate::eval::ir::IrParam::Formals { formals, .. } => Ok(mk_attrs(
+                formals
+                    .iter()
+                    .map(|(n, d)| (n.as_str(), Value::Bool(d.is_some())))
+                    .collect(),
+            )),
+            _ => Ok(mk_attrs(vec![])),
+        },
+        Value::PrimOp(_) => Ok(mk_attrs(vec![])),
+        other => Err(ev.type_error("a function", other)),
+    }
+}
+
+fn to_string(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    let s = ev.coerce_to_string(&a[0], CoerceMode::ToString)?;
+    Ok(Value::String(s))
+}
+
+/// The path an `import`-like builtin should read.
+fn import_path(ev: &mut Evaluator, v: &Value) -> EResult<PathBuf> {
+    ev.coerce_to_path(v)
+}
+
+fn import(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    let p = import_path(ev, &a[0])?;
+    ev.import(&p)
+        .frame(None, || format!("while importing '{}'", p.display()))
+}
+
+fn scoped_import(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    // `scopedImport attrs path`: evaluate the file with `attrs` in scope. Modelled
+    // as `with attrs; <file>`, which matches every use that does not shadow a
+    // lexical binding.
+    let scope = ev.expect_attrs(&a[0])?;
+    let mut p = import_path(ev, &a[1])?;
+    if p.is_dir() {
+        p.push("default.nix");
+    }
+    let text = std::fs::read_to_string(&p)
+        .map_err(|e| EvalError::new(ErrorKind::Io, format!("reading file '{}': {e}", p.display())))?;
+    let base = p.parent().unwrap_or(Path::new("/")).to_path_buf();
+    let wrapped = format!("__scope__: with __scope__; ({text}\n)");
+    let f = ev.compile_source(p.display().to_string(), Some(p.clone()), wrapped.into(), &base)?;
+    let env = ev.globals().clone();
+    let fv = ev.eval(&f, &env)?;
+    ev.call(&fv, Value::Attrs(scope))
+}
+
+fn find_file(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    let list = ev.expect_list(&a[0])?;
+    let name = ev.expect_string(&a[1])?;
+    let name = name.as_str().to_string();
+    for entry in list.iter() {
+        let e = ev.expect_attrs(entry)?;
+        let prefix = match e.get("prefix") {
+            Some(p) => ev.expect_string(&p.clone())?.as_str().to_string(),
+            None => String::new(),
+        };
+        let Some(path) = e.get("path").cloned() else {
+            return Err(EvalError::new(ErrorKind::Eval, "attribute 'path' missing in search path entry"));
+        };
+        let path = ev.coerce_to_string(&path, CoerceMode::NoCopy)?.as_str().to_string();
+        let rest = if prefix.is_empty() {
+            Some(name.as_str())
+        } else if name == prefix {
+            Some("")
+        } else {
+            name.strip_prefix(&format!("{prefix}/"))
+        };
+        let Some(rest) = rest else { continue };
+        let candidate = if rest.is_empty() {
+            PathBuf::from(&path)
+        } else {
+            Path::new(&path).join(rest)
+        };
+        let candidate = if candidate.is_absolute() {
+            candidate
+        } else {
+            std::env::current_dir().unwrap_or_default().join(candidate)
+        };
+        if candidate.exists() {
+            return Ok(Value::Path(std::rc::Rc::new(crate::eval::compile::canon_path(
+                &candidate.to_string_lossy(),
+            ))));
+        }
+    }
+    Err(EvalError::new(
+        ErrorKind::Eval,
+        format!("file '{name}' was not found in the Nix search path (add it using $NIX_PATH, $ROCMX_PATH or -I)"),
+    ))
+}
+
+fn get_env(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    let name = ev.expect_string(&a[0])?;
+    let v = if ev.settings.impure {
+        std::env::var(name.as_str()).unwrap_or_default()
+    } else {
+        String::new()
+    };
+    Ok(Value::str(v))
+}
+
+/// `placeholder "out"`: Nix's hash placeholder, `/` + nix32(sha256("nix-output:out")).
+pub(crate) fn output_placeholder(output: &str) -> String {
+    let digest = sha2::Sha256::digest(format!("nix-output:{output}").as_bytes());
+    let h = rocmx_store::Hash::new(rocmx_store::HashAlgo::Sha256, &digest).map(|h| h.to_nix32());
+    format!("/{}", h.unwrap_or_default())
+}
+
+fn placeholder(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    let name = ev.expect_string(&a[0])?;
+    Ok(Value::str(output_placeholder(name.as_str())))
+}
+
+fn unsafe_get_attr_pos(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    ev.expect_string(&a[0])?;
+    ev.expect_attrs(&a[1])?;
+    Ok(Value::Null)
+}
+
+fn break_(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    ev.force(&a[0])
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn placeholder_matches_nix() {
+        assert_eq!(
+            super::output_placeholder("out"),
+            "/1rz4g4znpzjwh1xymhjpm42vipw92pr73vdgl6xs1hycac8kf2n9"
+        );
+    }
+}

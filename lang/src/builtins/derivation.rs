@@ -1,0 +1,320 @@
+//! Primops: `derivationStrict`, and the `derivation` wrapper around it.
+//!
+//! Owns turning a set of attributes into a [`rocmx_store::derivation::Derivation`]:
+//! the environment (every attribute coerced to a string, paths copied to the
+//! store), the inputs (read from the string context of every attribute), the
+//! outputs (floating, content-addressed, unless `outputHash` makes them fixed),
+//! the `.drv` text object and its path. It must not build anything.
+//!
+//! Outputs are floating: in the environment an output is Nix's hash placeholder
+//! (`/1rz4g4…` for `out`), and `outPath` is a store-path-shaped placeholder derived
+//! from the `.drv` path and the output name, which resolution replaces by the
+//! realised path. Fixed-output paths are exact at evaluation time.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use rocmx_store::derivation::{hash_placeholder, output_path_name, Derivation, DerivationOutput};
+use rocmx_store::{Hash, HashAlgo, IngestionMethod, StorePath};
+
+use super::op;
+use crate::eval::{CoerceMode, EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
+use crate::value::{Attrs, Context, ContextElem, NixString, PrimOp, Sym, Value};
+
+pub(crate) static BUILTINS: &[PrimOp] = &[op("derivationStrict", 1, derivation_strict)];
+
+/// `derivation`, written in the language itself on top of `derivationStrict` so
+/// that laziness and the output attributes behave exactly as Nix users expect.
+const DERIVATION_NIX: &str = r#"
+drvAttrs @ { outputs ? [ "out" ], ... }:
+let
+  strict = derivationStrict drvAttrs;
+  commonAttrs = drvAttrs // (builtins.listToAttrs outputsList) // {
+    all = map (x: x.value) outputsList;
+    inherit drvAttrs;
+  };
+  outputToAttrListElement = outputName: {
+    name = outputName;
+    value = commonAttrs // {
+      outPath = strict.${outputName};
+      drvPath = strict.drvPath;
+      type = "derivation";
+      inherit outputName;
+    };
+  };
+  outputsList = map outputToAttrListElement outputs;
+in (builtins.head outputsList).value
+"#;
+
+/// The `derivation` global: compiled from [`DERIVATION_NIX`] on first use.
+pub(crate) fn derivation_wrapper() -> Value {
+    Value::lazy(|ev| {
+        let ir = ev.compile_source(
+            "«rocmx-internal»/derivation.nix".into(),
+            None,
+            DERIVATION_NIX.into(),
+            std::path::Path::new("/"),
+        )?;
+        let env = ev.globals().clone();
+        ev.eval(&ir, &env)
+    })
+}
+
+fn err(msg: impl Into<String>) -> Box<EvalError> {
+    EvalError::new(ErrorKind::Eval, msg)
+}
+
+/// Attributes that only steer `derivationStrict` and are not passed on.
+fn is_env_attr(k: &str) -> bool {
+    !matches!(k, "__ignoreNulls" | "__structuredAttrs")
+}
+
+fn derivation_strict(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    let attrs = ev.expect_attrs(&a[0])?;
+    let name_v = attrs
+        .get("name")
+        .cloned()
+        .ok_or_else(|| err("attribute 'name' missing"))?;
+    let name = ev
+        .expect_string(&name_v)
+        .frame(None, || "while evaluating the `name` attribute passed to builtins.derivationStrict".into())?;
+    let name = name.as_str().to_string();
+    build(ev, &attrs, &name).frame(None, || format!("while evaluating derivation '{name}'"))
+}
+
+fn build(ev: &mut Evaluator, attrs: &Attrs, name: &str) -> EResult<Value> {
+    if let Err(e) = rocmx_store::path::validate_name(name) {
+        return Err(err(format!(
+            "invalid derivation name: {e}. Please pass a different 'name'."
+        )));
+    }
+    let structured = match attrs.get("__structuredAttrs") {
+        Some(v) => ev.expect_bool(&v.clone())?,
+        None => false,
+    };
+    let ignore_nulls = match attrs.get("__ignoreNulls") {
+        Some(v) => ev.expect_bool(&v.clone())?,
+        None => false,
+    };
+
+    let mut ctx = Context::default();
+    let mut env: BTreeMap<String, String> = BTreeMap::new();
+    let mut args: Vec<String> = Vec::new();
+    let mut builder = None;
+    let mut system = None;
+    let mut outputs: Vec<String> = vec!["out".into()];
+    let mut output_hash: Option<String> = None;
+    let mut output_hash_algo: Option<String> = None;
+    let mut output_hash_mode: Option<String> = None;
+    let mut json_attrs: Vec<(Sym, Value)> = Vec::new();
+
+    for (k, v) in attrs.iter() {
+        let key = k.as_str();
+        if !is_env_attr(key) {
+            continue;
+        }
+        let forced = ev
+            .force(v)
+            .frame(None, || format!("while evaluating attribute '{key}' of derivation '{name}'"))?;
+        if ignore_nulls && matches!(forced, Value::Null) {
+            continue;
+        }
+        let coerce = |ev: &mut Evaluator, v: &Value, ctx: &mut Context| -> EResult<String> {
+            let s = ev
+                .coerce_to_string(v, CoerceMode::ToStringCopy)
+                .frame(None, || format!("while evaluating attribute '{key}' of derivation '{name}'"))?;
+            ctx.extend(s.context());
+            Ok(s.as_str().to_string())
+        };
+        match key {
+            "args" => {
+                let list = ev.expect_list(&forced)?;
+                for x in list.iter() {
+                    args.push(coerce(ev, x, &mut ctx)?);
+                }
+                if structured {
+                    json_attrs.push((k.clone(), forced.clone()));
+                }
+                continue;
+            }
+            "outputs" => {
+                let list = ev.expect_list(&forced)?;
+                let mut outs = Vec::new();
+                for x in list.iter() {
+                    let o = coerce(ev, x, &mut ctx)?;
+                    if o == "drv" {
+                        return Err(err("invalid derivation output name 'drv'"));
+                    }
+                    if outs.contains(&o) {
+                        return Err(err(format!("duplicate derivation output '{o}'")));
+                    }
+                    rocmx_store::path::validate_name(&output_path_name(name, &o))
+                        .map_err(|e| err(format!("invalid derivation output name '{o}': {e}")))?;
+                    outs.push(o);
+                }
+                if outs.is_empty() {
+                    return Err(err("derivation cannot have an empty set of outputs"));
+                }
+                outputs = outs;
+            }
+            _ => {}
+        }
+        let s = if structured {
+            json_attrs.push((k.clone(), forced.clone()));
+            if matches!(
+                key,
+                "builder" | "system" | "outputHash" | "outputHashAlgo" | "outputHashMode"
+            ) {
+                Some(coerce(ev, &forced, &mut ctx)?)
+            } else {
+                None
+            }
+        } else {
+            Some(coerce(ev, &forced, &mut ctx)?)
+        };
+        if let Some(s) = s {
+            match key {
+                "builder" => builder = Some(s.clone()),
+                "system" => system = Some(s.clone()),
+                "outputHash" => output_hash = Some(s.clone()),
+                "outputHashAlgo" => output_hash_algo = Some(s.clone()),
+                "outputHashMode" => output_hash_mode = Some(s.clone()),
+                _ => {}
+            }
+            if !structured {
+                env.insert(key.to_string(), s);
+            }
+        }
+    }
+    if structured {
+        let set = Value::attrs(Attrs::from_sorted(json_attrs));
+        let json = super::value_to_json(ev, &set)?;
+        env.insert("__json".into(), json);
+    }
+    let builder = builder.ok_or_else(|| err("required attribute 'builder' missing"))?;
+    let system = system.ok_or_else(|| err("required attribute 'system' missing"))?;
+
+    // Inputs from the context.
+    let mut input_srcs = BTreeSet::new();
+    let mut input_drvs: BTreeMap<StorePath, BTreeSet<String>> = BTreeMap::new();
+    for e in ctx.iter() {
+        match e {
+            ContextElem::Opaque(p) => {
+                input_srcs.insert(parse_store_path(p)?);
+            }
+            ContextElem::Built { drv, output } => {
+                input_drvs
+                    .entry(parse_store_path(drv)?)
+                    .or_default()
+                    .insert(output.clone());
+            }
+            ContextElem::DrvDeep(drv) => {
+                let sp = parse_store_path(drv)?;
+                let outs = read_drv_outputs(ev, drv)?;
+                input_drvs.entry(sp).or_default().extend(outs);
+            }
+        }
+    }
+
+    // Outputs.
+    let mut drv_outputs = BTreeMap::new();
+    if let Some(h) = output_hash {
+        if outputs != ["out"] {
+            return Err(err("multiple outputs are not supported in fixed-output derivations"));
+        }
+        let method = match output_hash_mode.as_deref() {
+            None | Some("flat") => IngestionMethod::Flat,
+            Some("recursive") | Some("nar") => IngestionMethod::Nar,
+            Some(m) => {
+                return Err(err(format!(
+                    "invalid value '{m}' for 'outputHashMode' attribute; expected 'flat' or 'recursive'"
+                )))
+            }
+        };
+        let hash = parse_output_hash(&h, output_hash_algo.as_deref())?;
+        let out = DerivationOutput::fixed(name, method, hash).map_err(|e| err(e.to_string()))?;
+        if let Some(p) = out.path() {
+            env.insert("out".into(), p.to_absolute());
+        }
+        drv_outputs.insert("out".to_string(), out);
+    } else {
+        for o in &outputs {
+            env.insert(o.clone(), hash_placeholder(o));
+            drv_outputs.insert(
+                o.clone(),
+                DerivationOutput::Floating {
+                    method: IngestionMethod::Nar,
+                    algo: HashAlgo::Blake3,
+                },
+            );
+        }
+    }
+
+    let drv = Derivation {
+        outputs: drv_outputs,
+        input_drvs,
+        input_srcs,
+        system,
+        builder,
+        args,
+        env,
+    };
+    let refs: BTreeSet<String> = drv.references().iter().map(|p| p.to_absolute()).collect();
+    let drv_path_s = ev.store.add_text(&format!("{name}.drv"), &drv.to_aterm(), &refs)?;
+    let drv_path = parse_store_path(&drv_path_s)?;
+    let out_paths = drv.output_paths(&drv_path, name).map_err(|e| err(e.to_string()))?;
+
+    let mut result: Vec<(Sym, Value)> = Vec::new();
+    result.push((
+        Sym::new("drvPath"),
+        Value::String(NixString::with_context(
+            drv_path_s.clone(),
+            Context::single(ContextElem::DrvDeep(drv_path_s.clone())),
+        )),
+    ));
+    for (o, p) in out_paths {
+        result.push((
+            Sym::new(&o),
+            Value::String(NixString::with_context(
+                p.to_absolute(),
+                Context::single(ContextElem::Built {
+                    drv: drv_path_s.clone(),
+                    output: o.clone(),
+                }),
+            )),
+        ));
+    }
+    Ok(Value::attrs(Attrs::from_unsorted(result)))
+}
+
+fn parse_store_path(p: &str) -> EResult<StorePath> {
+    StorePath::from_absolute(p).map_err(|e| err(format!("'{p}' is not a valid store path: {e}")))
+}
+
+/// The output names of the derivation stored at `drv` (for `=drv` context).
+fn read_drv_outputs(ev: &mut Evaluator, drv: &str) -> EResult<Vec<String>> {
+    let real = ev
+        .store
+        .realise_path(std::path::Path::new(drv))
+        .ok_or_else(|| err(format!("derivation '{drv}' is not known to this evaluation")))?;
+    let text = std::fs::read_to_string(&real).map_err(|e| err(format!("reading '{drv}': {e}")))?;
+    let d = Derivation::parse(&text).map_err(|e| err(format!("parsing '{drv}': {e}")))?;
+    Ok(d.outputs.keys().cloned().collect())
+}
+
+/// Parses `outputHash` given `outputHashAlgo` (which may be empty for SRI hashes).
+fn parse_output_hash(h: &str, algo: Option<&str>) -> EResult<Hash> {
+    let algo = match algo {
+        None | Some("") => None,
+        Some(a) => Some(
+            HashAlgo::ALL
+                .into_iter()
+                .find(|x| x.name() == a)
+                .ok_or_else(|| err(format!("unknown hash algorithm '{a}' in 'outputHashAlgo'")))?,
+        ),
+    };
+    let parsed = match algo {
+        Some(a) => Hash::parse_with_algo(h, a),
+        None => Hash::parse(h),
+    };
+    parsed.map_err(|e| err(format!("invalid 'outputHash' '{h}': {e}")))
+}

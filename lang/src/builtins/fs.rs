@@ -1,0 +1,847 @@
+//! Primops: the filesystem and the store — `readFile`, `readDir`,
+//! `readFileType`, `pathExists`, `hashFile`, `path`, `filterSource`, `toFile`,
+//! `toPath`, `storePath`, and the fetchers (which are refused: fetching belongs to
+//! fixed-output derivations in rocmx).
+//!
+//! Owns how a path argument is realised (a path value, or a string holding an
+//! absolute path, canonicalised lexically; then read through the store when it
+//! names a store object), Nix's symlink-resolution rules for each primop, and the
+//! wording of filesystem errors (always an [`EvalError`] naming the path, never a
+//! panic). It writes to the store only through [`crate::store::EvalStore`].
+
+use std::collections::{BTreeSet, VecDeque};
+use std::path::{Path, PathBuf};
+
+use rocmx_store::{ContentAddress, Hash, HashAlgo, IngestionMethod, StorePath};
+
+use super::op;
+use crate::eval::compile::canon_path;
+use crate::eval::{CoerceMode, EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
+use crate::value::{Attrs, Context, ContextElem, NixString, PrimOp, Sym, Value};
+
+pub(crate) static BUILTINS: &[PrimOp] = &[
+    op("readFile", 1, read_file),
+    op("readDir", 1, read_dir),
+    op("readFileType", 1, read_file_type),
+    op("pathExists", 1, path_exists),
+    op("hashFile", 2, hash_file),
+    op("path", 1, path),
+    op("filterSource", 2, filter_source),
+    op("toFile", 2, to_file),
+    op("toPath", 1, to_path),
+    op("storePath", 1, store_path),
+    op("fetchurl", 1, fetchurl),
+    op("fetchTarball", 1, |ev, a| refuse_fetch(ev, a, "fetchTarball")),
+    op("fetchGit", 1, |ev, a| refuse_fetch(ev, a, "fetchGit")),
+    op("fetchMercurial", 1, |ev, a| refuse_fetch(ev, a, "fetchMercurial")),
+    op("fetchTree", 1, fetch_tree),
+];
+
+// ---- helpers --------------------------------------------------------------------
+
+/// An I/O error's text without Rust's ` (os error N)` suffix, like `strerror`.
+fn io_msg(e: &std::io::Error) -> String {
+    let s = e.to_string();
+    match s.rfind(" (os error ") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    }
+}
+
+fn io_error(msg: String) -> Box<EvalError> {
+    EvalError::new(ErrorKind::Io, msg)
+}
+
+fn not_exist(p: &Path) -> Box<EvalError> {
+    io_error(format!("path '{}' does not exist", p.display()))
+}
+
+/// Nix's `coerceToPath`: a path value, or a string (or a set that coerces to one)
+/// holding an absolute path; lexically canonicalised. Returns the string's context.
+pub(crate) fn coerce_to_path_ctx(ev: &mut Evaluator, v: &Value) -> EResult<(PathBuf, Context)> {
+    let v = ev.force(v)?;
+    if let Value::Path(p) = &v {
+        return Ok(((**p).clone(), Context::default()));
+    }
+    let s = ev.coerce_to_string(&v, CoerceMode::NoCopy)?;
+    if !s.as_str().starts_with('/') {
+        return Err(EvalError::new(
+            ErrorKind::Eval,
+            format!("string '{}' doesn't represent an absolute path", s.as_str()),
+        ));
+    }
+    Ok((canon_path(s.as_str()), s.context().clone()))
+}
+
+/// The argument of a primop that reads a path (`realisePath` in Nix).
+fn realise_arg(ev: &mut Evaluator, v: &Value) -> EResult<(PathBuf, Context)> {
+    coerce_to_path_ctx(ev, v).frame(None, || "while realising the context of a path".into())
+}
+
+/// Where the content of a logical path is readable right now.
+fn real(ev: &Evaluator, p: &Path) -> PathBuf {
+    ev.store.realise_path(p).unwrap_or_else(|| p.to_path_buf())
+}
+
+/// The file type names Nix uses.
+fn type_name(ft: &std::fs::FileType) -> &'static str {
+    if ft.is_symlink() {
+        "symlink"
+    } else if ft.is_file() {
+        "regular"
+    } else if ft.is_dir() {
+        "directory"
+    } else {
+        "unknown"
+    }
+}
+
+/// `lstat` of a logical path, as a type name. The store directory itself always
+/// exists for the evaluator, even when no store lives on this machine.
+fn lstat_type(ev: &Evaluator, p: &Path) -> std::io::Result<&'static str> {
+    match std::fs::symlink_metadata(real(ev, p)) {
+        Ok(m) => Ok(type_name(&m.file_type())),
+        Err(e) => {
+            if p == Path::new(ev.store.store_dir()) {
+                Ok("directory")
+            } else {
+                Err(e)
+            }
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Resolve {
+    /// Resolve symlinks in every component, the last one included.
+    Full,
+    /// Resolve symlinks in the parent directories only.
+    Ancestors,
+}
+
+/// Nix's `SourcePath::resolveSymlinks`: follows symlinks component by component,
+/// lexically (a `..` in a link target removes the previous component). Missing
+/// components are kept as they are; the caller reports them.
+fn resolve_symlinks(ev: &Evaluator, p: &Path, mode: Resolve) -> EResult<PathBuf> {
+    let mut todo: VecDeque<String> = p
+        .to_string_lossy()
+        .split('/')
+        .filter(|c| !c.is_empty())
+        .map(str::to_string)
+        .collect();
+    let mut res: Vec<String> = Vec::new();
+    let mut links = 0usize;
+    let as_path = |res: &[String]| -> PathBuf {
+        let mut s = String::new();
+        for c in res {
+            s.push('/');
+            s.push_str(c);
+        }
+        if s.is_empty() {
+            s.push('/');
+        }
+        PathBuf::from(s)
+    };
+    while let Some(c) = todo.pop_front() {
+        match c.as_str() {
+            "" | "." => continue,
+            ".." => {
+                res.pop();
+                continue;
+            }
+            _ => {}
+        }
+        res.push(c);
+        if mode == Resolve::Full || !todo.is_empty() {
+            let cur = as_path(&res);
+            let r = real(ev, &cur);
+            let is_link = std::fs::symlink_metadata(&r).map(|m| m.file_type().is_symlink()).unwrap_or(false);
+            if is_link {
+                links += 1;
+                if links > 1024 {
+                    return Err(io_error(format!("infinite symlink recursion in path '{}'", p.display())));
+                }
+                let target = std::fs::read_link(&r)
+                    .map_err(|e| io_error(format!("reading symbolic link '{}': {}", cur.display(), io_msg(&e))))?;
+                let t = target.to_string_lossy().into_owned();
+                res.pop();
+                if t.starts_with('/') {
+                    res.clear();
+                }
+                for comp in t.split('/').rev() {
+                    if !comp.is_empty() {
+                        todo.push_front(comp.to_string());
+                    }
+                }
+            }
+        }
+    }
+    Ok(as_path(&res))
+}
+
+/// Reads a whole file (following symlinks), with Nix's messages.
+fn read_bytes(ev: &Evaluator, p: &Path) -> EResult<Vec<u8>> {
+    let resolved = resolve_symlinks(ev, p, Resolve::Full)?;
+    let r = real(ev, &resolved);
+    match std::fs::metadata(&r) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(not_exist(p)),
+        Err(e) => return Err(io_error(format!("getting status of '{}': {}", p.display(), io_msg(&e)))),
+        Ok(m) if m.is_dir() => {
+            return Err(io_error(format!("reading file '{}': Is a directory", p.display())));
+        }
+        Ok(_) => {}
+    }
+    std::fs::read(&r).map_err(|e| io_error(format!("reading file '{}': {}", p.display(), io_msg(&e))))
+}
+
+/// Bytes as a Nix string: invalid UTF-8 sequences become U+FFFD (our strings are UTF-8).
+fn bytes_to_string(b: Vec<u8>) -> String {
+    match String::from_utf8(b) {
+        Ok(s) => s,
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    }
+}
+
+/// A string without context (`forceStringNoCtx`).
+fn expect_plain_string(ev: &mut Evaluator, v: &Value) -> EResult<String> {
+    let s = ev.expect_string(v)?;
+    if let Some(e) = s.context().iter().next() {
+        return Err(super::json::not_allowed_to_refer(s.as_str(), e));
+    }
+    Ok(s.as_str().to_string())
+}
+
+fn base_name(p: &Path) -> String {
+    p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+}
+
+/// A store path string with itself as context.
+fn store_path_value(p: String) -> Value {
+    let ctx = Context::single(ContextElem::Opaque(p.clone()));
+    Value::String(NixString::with_context(p, ctx))
+}
+
+// ---- reading --------------------------------------------------------------------
+
+fn read_file(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    let (p, ctx) = realise_arg(ev, &a[0])?;
+    let bytes = read_bytes(ev, &p)?;
+    if bytes.contains(&0) {
+        return Err(EvalError::new(
+            ErrorKind::Eval,
+            format!("the contents of the file '{}' cannot be represented as a Nix string", p.display()),
+        ));
+    }
+    Ok(Value::String(NixString::with_context(bytes_to_string(bytes), ctx)))
+}
+
+fn read_dir(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    let (p, _) = realise_arg(ev, &a[0])?;
+    let resolved = resolve_symlinks(ev, &p, Resolve::Full)?;
+    let r = real(ev, &resolved);
+    match std::fs::metadata(&r) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(not_exist(&resolved)),
+        Err(e) => return Err(io_error(format!("getting status of '{}': {}", resolved.display(), io_msg(&e)))),
+        Ok(m) if !m.is_dir() => {
+            return Err(io_error(format!("'{}' is not a directory", resolved.display())));
+        }
+        Ok(_) => {}
+    }
+    let rd = std::fs::read_dir(&r)
+        .map_err(|e| io_error(format!("reading directory '{}': {}", resolved.display(), io_msg(&e))))?;
+    let mut entries: Vec<(Sym, Value)> = Vec::new();
+    for ent in rd {
+        let ent = ent.map_err(|e| io_error(format!("reading directory '{}': {}", resolved.display(), io_msg(&e))))?;
+        let name = ent.file_name().to_string_lossy().into_owned();
+        let t = match ent.file_type() {
+            Ok(ft) => type_name(&ft),
+            Err(_) => "unknown",
+        };
+        entries.push((Sym::new(&name), Value::str(t)));
+    }
+    Ok(Value::attrs(Attrs::from_unsorted(entries)))
+}
+
+fn read_file_type(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    let (p, _) = realise_arg(ev, &a[0])?;
+    let t = lstat_type(ev, &p)
+        .map_err(|e| io_error(format!("getting status of '{}': {}", p.display(), io_msg(&e))))?;
+    Ok(Value::str(t))
+}
+
+fn path_exists(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    let v = ev.force(&a[0])?;
+    // A string ending in `/` or `/.` must name a directory.
+    let must_be_dir = matches!(&v, Value::String(s) if s.as_str().ends_with('/') || s.as_str().ends_with("/."));
+    let (p, _) = realise_arg(ev, &v)?;
+    let mode = if must_be_dir { Resolve::Full } else { Resolve::Ancestors };
+    let resolved = resolve_symlinks(ev, &p, mode)?;
+    let exists = match lstat_type(ev, &resolved) {
+        Ok(t) => !must_be_dir || t == "directory",
+        Err(_) => false,
+    };
+    Ok(Value::Bool(exists))
+}
+
+fn hash_algo(name: &str) -> EResult<HashAlgo> {
+    match name {
+        "md5" => Ok(HashAlgo::Md5),
+        "sha1" => Ok(HashAlgo::Sha1),
+        "sha256" => Ok(HashAlgo::Sha256),
+        "sha512" => Ok(HashAlgo::Sha512),
+        "blake3" => Ok(HashAlgo::Blake3),
+        _ => Err(EvalError::new(ErrorKind::Eval, format!("unknown hash algorithm '{name}'"))),
+    }
+}
+
+fn hash_file(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    let algo = expect_plain_string(ev, &a[0])
+        .frame(None, || "while evaluating the first argument passed to builtins.hashFile".into())?;
+    let algo = hash_algo(&algo)?;
+    let (p, _) = realise_arg(ev, &a[1])?;
+    let bytes = read_bytes(ev, &p)?;
+    Ok(Value::str(Hash::digest(algo, &bytes).to_hex()))
+}
+
+// ---- adding to the store ----------------------------------------------------------
+
+/// Calls a path filter as Nix does: `filter (toString path) type`, which must
+/// return a Boolean.
+fn call_filter(ev: &mut Evaluator, f: &Value, p: &Path, kind: &str) -> EResult<bool> {
+    let r = ev.call_n(f, [Value::str(p.to_string_lossy().into_owned()), Value::str(kind)])?;
+    ev.expect_bool(&r)
+        .frame(None, || "while evaluating the return value of the path filter function".into())
+}
+
+/// Nix's `addPath`: copies `src` into the store as `name`, filtered, with the
+/// given ingestion method, checking `expected` when given.
+fn add_path(
+    ev: &mut Evaluator,
+    name: &str,
+    src: &Path,
+    filter: Option<Value>,
+    method: IngestionMethod,
+    expected: Option<Hash>,
+) -> EResult<Value> {
+    let store = ev.store.clone();
+    let sp = match (method, expected, filter) {
+        (IngestionMethod::Nar, None, None) => store.add_path(src, name, None)?,
+        (IngestionMethod::Nar, None, Some(f)) => {
+            let mut cb = |p: &Path, kind: &str| call_filter(ev, &f, p, kind);
+            store.add_path(src, name, Some(&mut cb))?
+        }
+        (IngestionMethod::Nar, Some(h), None) => store.add_fixed(src, name, IngestionMethod::Nar, &h)?,
+        (IngestionMethod::Nar, Some(h), Some(f)) => {
+            // The store cannot filter a fixed-output addition: hash the filtered NAR
+            // here and derive the path from the declared hash.
+            let r = real(ev, src);
+            let mut cb = |p: &Path, kind: &str| call_filter(ev, &f, p, kind);
+            let nar = crate::store::nar_of(&r, Some(&mut cb))?;
+            let actual = Hash::digest(h.algo(), &nar);
+            if actual != h {
+                return Err(EvalError::new(
+                    ErrorKind::Eval,
+                    format!(
+                        "hash mismatch in fixed-output path '{}':\n  specified: {}\n  got:       {}",
+                        src.display(),
+                        h.to_sri(),
+                        actual.to_sri()
+                    ),
+                ));
+            }
+            let ca = ContentAddress::Fixed {
+                method: IngestionMethod::Nar,
+                hash: h,
+            };
+            StorePath::from_ca(name, &ca)
+                .map_err(|e| EvalError::new(ErrorKind::Eval, e.to_string()))?
+                .to_absolute()
+        }
+        (IngestionMethod::Flat, expected, _) => {
+            // A flat file is never filtered (the filter sees only entries below a directory).
+            let h = match expected {
+                Some(h) => h,
+                None => {
+                    let bytes = read_bytes(ev, src)?;
+                    Hash::digest(HashAlgo::Sha256, &bytes)
+                }
+            };
+            store.add_fixed(src, name, IngestionMethod::Flat, &h)?
+        }
+    };
+    Ok(store_path_value(sp))
+}
+
+fn filter_source(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    let (p, _) = coerce_to_path_ctx(ev, &a[1]).frame(None, || {
+        "while evaluating the second argument (the path to filter) passed to 'builtins.filterSource'".into()
+    })?;
+    let f = ev
+        .expect_function(&a[0])
+        .frame(None, || "while evaluating the first argument passed to builtins.filterSource".into())?;
+    let name = base_name(&p);
+    add_path(ev, &name, &p, Some(f), IngestionMethod::Nar, None)
+        .frame(None, || format!("while adding path '{}'", p.display()))
+}
+
+/// `newHashAllowEmpty`: an empty hash means "tell me the right one".
+fn parse_sha256(ev: &mut Evaluator, s: &str) -> EResult<Hash> {
+    if s.is_empty() {
+        let zero = Hash::new(HashAlgo::Sha256, &[0u8; 32])
+            .map_err(|e| EvalError::new(ErrorKind::Eval, e.to_string()))?;
+        (ev.on_trace)(&format!("warning: found empty hash, assuming '{}'", zero.to_sri()));
+        return Ok(zero);
+    }
+    Hash::parse_with_algo(s, HashAlgo::Sha256)
+        .map_err(|e| EvalError::new(ErrorKind::Eval, format!("invalid hash '{s}': {e}")))
+}
+
+fn path(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    let args = ev
+        .expect_attrs(&a[0])
+        .frame(None, || "while evaluating the argument passed to 'builtins.path'".into())?;
+    let mut src: Option<PathBuf> = None;
+    let mut name = String::new();
+    let mut filter = None;
+    let mut method = IngestionMethod::Nar;
+    let mut expected = None;
+    for (k, v) in args.iter() {
+        match k.as_str() {
+            "path" => {
+                let (p, _) = coerce_to_path_ctx(ev, v)
+                    .frame(None, || "while evaluating the 'path' attribute passed to 'builtins.path'".into())?;
+                src = Some(p);
+            }
+            "name" => {
+                name = expect_plain_string(ev, v)
+                    .frame(None, || "while evaluating the `name` attribute passed to builtins.path".into())?;
+            }
+            "filter" => {
+                filter = Some(
+                    ev.expect_function(v)
+                        .frame(None, || "while evaluating the `filter` parameter passed to builtins.path".into())?,
+                );
+            }
+            "recursive" => {
+                let r = ev
+                    .expect_bool(v)
+                    .frame(None, || "while evaluating the `recursive` attribute passed to builtins.path".into())?;
+                method = if r { IngestionMethod::Nar } else { IngestionMethod::Flat };
+            }
+            "sha256" => {
+                let s = expect_plain_string(ev, v)
+                    .frame(None, || "while evaluating the `sha256` attribute passed to builtins.path".into())?;
+                expected = Some(parse_sha256(ev, &s)?);
+            }
+            other => {
+                return Err(EvalError::new(
+                    ErrorKind::Eval,
+                    format!("unsupported argument '{other}' to 'builtins.path'"),
+                ))
+            }
+        }
+    }
+    let Some(src) = src else {
+        return Err(EvalError::new(
+            ErrorKind::Eval,
+            "missing required 'path' attribute in the first argument to 'builtins.path'",
+        ));
+    };
+    if name.is_empty() {
+        name = base_name(&src);
+    }
+    add_path(ev, &name, &src, filter, method, expected)
+        .frame(None, || format!("while adding path '{}'", src.display()))
+}
+
+fn to_file(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    let name = expect_plain_string(ev, &a[0])
+        .frame(None, || "while evaluating the first argument passed to builtins.toFile".into())?;
+    let contents = ev
+        .expect_string(&a[1])
+        .frame(None, || "while evaluating the second argument passed to builtins.toFile".into())?;
+    let mut refs = BTreeSet::new();
+    for c in contents.context().iter() {
+        match c {
+            ContextElem::Opaque(p) => {
+                refs.insert(p.clone());
+            }
+            other => {
+                return Err(EvalError::new(
+                    ErrorKind::Eval,
+                    format!(
+                        "files created by builtins.toFile may not reference derivations, but {name} references {}",
+                        other.encode()
+                    ),
+                ))
+            }
+        }
+    }
+    let sp = ev.store.clone().add_text(&name, contents.as_str(), &refs)?;
+    Ok(store_path_value(sp))
+}
+
+fn to_path(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    let (p, ctx) = coerce_to_path_ctx(ev, &a[0])
+        .frame(None, || "while evaluating the first argument passed to builtins.toPath".into())?;
+    Ok(Value::String(NixString::with_context(p.to_string_lossy().into_owned(), ctx)))
+}
+
+/// Splits an absolute path inside the store into the store path and the rest.
+fn store_path_of(store_dir: &str, p: &str) -> Option<String> {
+    let rest = p.strip_prefix(store_dir)?.strip_prefix('/')?;
+    let base = rest.split('/').next()?;
+    if base.is_empty() {
+        return None;
+    }
+    Some(format!("{store_dir}/{base}"))
+}
+
+fn store_path(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    if !ev.settings.impure {
+        return Err(EvalError::new(
+            ErrorKind::Eval,
+            "'builtins.storePath' is not allowed in pure evaluation mode",
+        ));
+    }
+    let (mut p, mut ctx) = coerce_to_path_ctx(ev, &a[0])
+        .frame(None, || "while evaluating the first argument passed to 'builtins.storePath'".into())?;
+    let store_dir = ev.store.store_dir().to_string();
+    // Resolve symlinks unless the path is itself directly in the store.
+    if p.parent() != Some(Path::new(&store_dir)) {
+        p = resolve_symlinks(ev, &p, Resolve::Full)?;
+    }
+    let ps = p.to_string_lossy().into_owned();
+    let Some(sp) = store_path_of(&store_dir, &ps) else {
+        return Err(EvalError::new(
+            ErrorKind::Eval,
+            format!("path '{ps}' is not in the Nix store"),
+        ));
+    };
+    let base = sp.rsplit('/').next().unwrap_or("");
+    StorePath::from_base_name(base).map_err(|e| EvalError::new(ErrorKind::Eval, e.to_string()))?;
+    let known = ev.store.realise_path(Path::new(&sp)).is_some() || Path::new(&sp).exists();
+    if !known {
+        return Err(EvalError::new(ErrorKind::Eval, format!("path '{sp}' is not valid")));
+    }
+    ctx.insert(ContextElem::Opaque(sp));
+    Ok(Value::String(NixString::with_context(ps, ctx)))
+}
+
+// ---- fetchers (refused) -------------------------------------------------------------
+
+fn unsupported(name: &str) -> Box<EvalError> {
+    EvalError::new(
+        ErrorKind::Eval,
+        format!(
+            "'{name}' is not supported during evaluation in rocmx; use a fixed-output derivation (builtin:fetchurl) instead"
+        ),
+    )
+}
+
+/// Checks the store path name a fetcher would use, with Nix's message.
+fn check_fetch_name(name: &str, url: &str, fetcher: &str, hint: &str) -> EResult<()> {
+    if let Err(e) = rocmx_store::path::validate_name(name) {
+        let why = match &e {
+            rocmx_store::StorePathError::InvalidNameChar { ch, .. } => {
+                format!("name '{name}' contains illegal character '{ch}'")
+            }
+            other => other.to_string(),
+        };
+        return Err(EvalError::new(
+            ErrorKind::Eval,
+            format!("invalid store path name when fetching URL '{url}': {why}. {hint} '{fetcher}'{}", hint_tail(hint)),
+        ));
+    }
+    Ok(())
+}
+
+fn hint_tail(hint: &str) -> &'static str {
+    if hint.starts_with("Please pass") {
+        ",  so that it can create a valid store path."
+    } else {
+        ", so that it can create a valid store path."
+    }
+}
+
+fn url_base_name(url: &str) -> &str {
+    let trimmed = url.strip_suffix('/').unwrap_or(url);
+    trimmed.rsplit('/').next().unwrap_or(trimmed)
+}
+
+fn fetchurl(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    let v = ev.force(&a[0])?;
+    match &v {
+        Value::Attrs(args) => {
+            let url = match args.get("url").cloned() {
+                Some(u) => expect_plain_string(ev, &u)
+                    .frame(None, || "while evaluating the url we should fetch".into())?,
+                None => return Err(EvalError::new(ErrorKind::Eval, "'url' argument required")),
+            };
+            match args.get("name").cloned() {
+                Some(n) => {
+                    let name = expect_plain_string(ev, &n)
+                        .frame(None, || "while evaluating the name of the content we should fetch".into())?;
+                    check_fetch_name(&name, &url, "fetchurl", "Please change the value for the 'name' attribute passed to")?;
+                }
+                None => check_fetch_name(
+                    url_base_name(&url),
+                    &url,
+                    "fetchurl",
+                    "Please add a valid 'name' attribute to the argument for",
+                )?,
+            }
+        }
+        _ => {
+            let url = expect_plain_string(ev, &v)
+                .frame(None, || "while evaluating the url we should fetch".into())?;
+            check_fetch_name(
+                url_base_name(&url),
+                &url,
+                "fetchurl",
+                "Please pass an attribute set with 'url' and 'name' attributes to",
+            )?;
+        }
+    }
+    Err(unsupported("fetchurl"))
+}
+
+fn refuse_fetch(ev: &mut Evaluator, a: Vec<Value>, name: &str) -> EResult<Value> {
+    // Evaluate the argument first so its own errors surface as they would in Nix.
+    let v = ev.force(&a[0])?;
+    match &v {
+        Value::Attrs(_) | Value::String(_) | Value::Path(_) => Err(unsupported(name)),
+        other => Err(ev.type_error("a set", other)),
+    }
+}
+
+fn fetch_tree(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    let v = ev.force(&a[0])?;
+    if let Value::Attrs(args) = &v {
+        for (k, x) in args.iter() {
+            if let Value::Int(i) = ev.force(x)? {
+                if i < 0 {
+                    return Err(EvalError::new(
+                        ErrorKind::Eval,
+                        format!("negative value given for 'fetchTree' argument '{k}': {i}"),
+                    ));
+                }
+            }
+        }
+    }
+    refuse_fetch(ev, vec![v], "fetchTree")
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::eval::test_eval;
+    use std::fs;
+
+    fn ok(e: &str) -> String {
+        match test_eval(e) {
+            Ok(s) => s,
+            Err(e) => panic!("unexpected error: {e}"),
+        }
+    }
+
+    fn err(e: &str) -> String {
+        match test_eval(e) {
+            Ok(s) => panic!("expected an error, got {s}"),
+            Err(e) => e,
+        }
+    }
+
+    struct Fixture {
+        dir: tempfile::TempDir,
+    }
+
+    impl Fixture {
+        fn new() -> Fixture {
+            let dir = tempfile::Builder::new().prefix("rocmxfs").tempdir().unwrap();
+            let d = dir.path();
+            fs::write(d.join("a.txt"), "hello\n").unwrap();
+            fs::create_dir(d.join("sub")).unwrap();
+            fs::write(d.join("sub/b"), "bee").unwrap();
+            fs::write(d.join("sub/.hidden"), "h").unwrap();
+            std::os::unix::fs::symlink("sub", d.join("lsub")).unwrap();
+            std::os::unix::fs::symlink("a.txt", d.join("la")).unwrap();
+            std::os::unix::fs::symlink("nowhere", d.join("broken")).unwrap();
+            fs::write(d.join("nul"), b"a\0b").unwrap();
+            Fixture { dir }
+        }
+        fn p(&self) -> String {
+            self.dir.path().to_string_lossy().into_owned()
+        }
+    }
+
+    #[test]
+    fn read_file_and_types() {
+        let f = Fixture::new();
+        let d = f.p();
+        assert_eq!(ok(&format!(r#"builtins.readFile "{d}/a.txt""#)), r#""hello\n""#);
+        assert_eq!(ok(&format!(r#"builtins.readFile {d}/la"#)), r#""hello\n""#);
+        assert_eq!(
+            ok(&format!(r#"builtins.readDir {d}"#)),
+            r#"{ "a.txt" = "regular"; broken = "symlink"; la = "symlink"; lsub = "symlink"; nul = "regular"; sub = "directory"; }"#
+        );
+        assert_eq!(ok(&format!(r#"builtins.readDir {d}/lsub"#)), r#"{ ".hidden" = "regular"; b = "regular"; }"#);
+        assert_eq!(
+            ok(&format!(
+                r#"map builtins.readFileType [ {d}/a.txt {d}/sub {d}/lsub {d}/broken ]"#
+            )),
+            r#"[ "regular" "directory" "symlink" "symlink" ]"#
+        );
+    }
+
+    #[test]
+    fn read_errors() {
+        let f = Fixture::new();
+        let d = f.p();
+        assert!(err(&format!(r#"builtins.readFile {d}/missing"#)).contains(&format!("path '{d}/missing' does not exist")));
+        assert!(err(&format!(r#"builtins.readFile {d}/nul"#))
+            .contains(&format!("the contents of the file '{d}/nul' cannot be represented as a Nix string")));
+        assert!(err(&format!(r#"builtins.readDir {d}/missing"#)).contains(&format!("path '{d}/missing' does not exist")));
+        assert!(err(&format!(r#"builtins.readDir {d}/la"#)).contains(&format!("'{d}/a.txt' is not a directory")));
+        assert!(err(&format!(r#"builtins.readFileType {d}/missing"#))
+            .contains(&format!("getting status of '{d}/missing': No such file or directory")));
+        assert!(err(r#"builtins.readFile "rel/path""#).contains("string 'rel/path' doesn't represent an absolute path"));
+        assert!(err("builtins.readFile [ ]").contains("cannot coerce a list to a string: [ ]"));
+        assert!(err(&format!(r#"builtins.readFile {d}/sub"#)).contains("Is a directory"));
+    }
+
+    #[test]
+    fn path_exists_semantics() {
+        let f = Fixture::new();
+        let d = f.p();
+        let cases = [
+            (format!(r#"{d}/a.txt"#), "true"),
+            (format!(r#""{d}/a.txt""#), "true"),
+            (format!(r#""{d}/a.txt/""#), "false"),
+            (format!(r#""{d}/a.txt/.""#), "false"),
+            (format!(r#""{d}/sub/""#), "true"),
+            (format!(r#""{d}/lsub/""#), "true"),
+            (format!(r#""{d}/lsub/.""#), "true"),
+            (format!(r#""{d}/sub/../a.txt""#), "true"),
+            (format!(r#"{d}/missing"#), "false"),
+            (format!(r#"{d}/broken"#), "true"),
+            (format!(r#""{d}/broken/""#), "false"),
+            (format!(r#"{{ outPath = "{d}/a.txt"; }}"#), "true"),
+            (r#""${builtins.storeDir}""#.to_string(), "true"),
+            (r#""${builtins.storeDir}/foo""#.to_string(), "false"),
+        ];
+        for (arg, want) in cases {
+            assert_eq!(ok(&format!("builtins.pathExists ({arg})")), want, "{arg}");
+        }
+        assert!(err(r#"builtins.pathExists "zorglub""#).contains("string 'zorglub' doesn't represent an absolute path"));
+        assert!(err("builtins.pathExists [ ]").contains("cannot coerce a list to a string"));
+    }
+
+    #[test]
+    fn hash_file_vectors() {
+        let f = Fixture::new();
+        let d = f.p();
+        assert_eq!(
+            ok(&format!(r#"map (h: builtins.hashFile h {d}/a.txt) [ "md5" "sha1" "sha256" ]"#)),
+            r#"[ "b1946ac92492d2347c6235b4d2611184" "f572d396fae9206628714fb2ce00f72e94f2258f" "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03" ]"#
+        );
+        assert!(err(&format!(r#"builtins.hashFile "sha3" {d}/a.txt"#)).contains("unknown hash algorithm 'sha3'"));
+        assert!(err(&format!(r#"builtins.hashFile "md5" {d}/nope"#)).contains(&format!("path '{d}/nope' does not exist")));
+    }
+
+    #[test]
+    fn to_file_and_read_back() {
+        let r = ok(r#"let f = builtins.toFile "greeting" "hi ${"there"}"; in [ (builtins.readFile f) (builtins.baseNameOf f) ]"#);
+        assert!(r.starts_with(r#"[ "hi there" ""#), "{r}");
+        assert!(r.ends_with(r#"-greeting" ]"#), "{r}");
+        // Store paths in the contents become references; the result has itself as context.
+        assert_eq!(
+            ok(r#"let a = builtins.toFile "a" "x"; b = builtins.toFile "b" "${a}"; in builtins.attrNames (builtins.getContext b) == [ b ]"#),
+            "true"
+        );
+        assert!(err(r#"builtins.toFile "bad~name" "x""#).contains("~"));
+    }
+
+    #[test]
+    fn to_path_and_store_path() {
+        assert_eq!(ok(r#"builtins.toPath "/a/b/../c/""#), r#""/a/c""#);
+        assert_eq!(ok(r#"builtins.toPath /x/y"#), r#""/x/y""#);
+        assert!(err(r#"builtins.toPath "foo/bar""#).contains("string 'foo/bar' doesn't represent an absolute path"));
+        assert!(err(r#"builtins.toPath [ ]"#).contains("cannot coerce a list to a string: [ ]"));
+        assert!(err("builtins.storePath true").contains("cannot coerce a Boolean to a string: true"));
+        assert!(err(r#"builtins.storePath "/tmp""#).contains("path '/tmp' is not in the Nix store"));
+        assert_eq!(
+            ok(r#"let f = builtins.toFile "sp" "x"; in builtins.storePath f == f"#),
+            "true"
+        );
+    }
+
+    #[test]
+    fn path_and_filter_source() {
+        let f = Fixture::new();
+        let d = f.p();
+        let r = ok(&format!(r#"builtins.path {{ path = {d}/sub; name = "src"; }}"#));
+        assert!(r.ends_with(r#"-src""#), "{r}");
+        // A filter that drops dotfiles changes the store path.
+        let same = ok(&format!(
+            r#"builtins.filterSource (p: t: true) {d}/sub == builtins.path {{ path = {d}/sub; }}"#
+        ));
+        assert_eq!(same, "true");
+        let differs = ok(&format!(
+            r#"builtins.filterSource (p: t: builtins.substring 0 1 (baseNameOf p) != ".") {d}/sub != builtins.path {{ path = {d}/sub; }}"#
+        ));
+        assert_eq!(differs, "true");
+        // The filter sees absolute paths and types (never the root itself).
+        assert_eq!(
+            ok(&format!(
+                r#"builtins.isString (builtins.filterSource (p: t: if builtins.dirOf p == "{d}/sub" && t == "regular" then true else throw "unexpected ${{p}} ${{t}}") {d}/sub)"#
+            )),
+            "true"
+        );
+        assert!(err(&format!(r#"builtins.filterSource (_: 1) {d}/sub"#))
+            .contains("attempt to call something which is not a function but an integer: 1"));
+        assert!(err(&format!(r#"builtins.filterSource (_: _: 1) {d}/sub"#))
+            .contains("expected a Boolean but found an integer: 1"));
+        assert!(err(r#"builtins.filterSource [ ] [ ]"#).contains("cannot coerce a list to a string: [ ]"));
+        assert!(err(r#"builtins.filterSource [ ] "foo""#).contains("string 'foo' doesn't represent an absolute path"));
+        assert!(err(&format!(r#"builtins.filterSource [ ] {d}"#)).contains("expected a function but found a list: [ ]"));
+        assert!(err(&format!(r#"builtins.path {{ path = {d}; foo = 1; }}"#))
+            .contains("unsupported argument 'foo' to 'builtins.path'"));
+        assert!(err(r#"builtins.path { name = "x"; }"#)
+            .contains("missing required 'path' attribute in the first argument to 'builtins.path'"));
+    }
+
+    #[test]
+    fn path_with_hash() {
+        let f = Fixture::new();
+        let d = f.p();
+        // sha256 of "hello\n" (flat).
+        let h = "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03";
+        let r = ok(&format!(r#"builtins.path {{ path = {d}/a.txt; recursive = false; sha256 = "{h}"; name = "out"; }}"#));
+        assert!(r.ends_with(r#"-out""#), "{r}");
+        let flat_no_hash = ok(&format!(r#"builtins.path {{ path = {d}/a.txt; recursive = false; name = "out"; }}"#));
+        assert_eq!(r, flat_no_hash);
+        let bad = "0000000000000000000000000000000000000000000000000000000000000000";
+        assert!(err(&format!(r#"builtins.path {{ path = {d}/a.txt; recursive = false; sha256 = "{bad}"; }}"#))
+            .contains("hash mismatch"));
+        assert!(err(&format!(
+            r#"builtins.path {{ path = {d}/sub; filter = p: t: true; sha256 = "{bad}"; }}"#
+        ))
+        .contains("hash mismatch"));
+    }
+
+    #[test]
+    fn fetchers_refused() {
+        assert!(err(r#"builtins.fetchurl "https://example.com/~wiggle~""#).contains(
+            "invalid store path name when fetching URL 'https://example.com/~wiggle~': name '~wiggle~' contains illegal character '~'. Please pass an attribute set with 'url' and 'name' attributes to 'fetchurl',  so that it can create a valid store path."
+        ));
+        assert!(err(r#"builtins.fetchurl { url = "https://example.com/foo.tar.gz"; name = "~wobble~"; }"#).contains(
+            "name '~wobble~' contains illegal character '~'. Please change the value for the 'name' attribute passed to 'fetchurl', so that it can create a valid store path."
+        ));
+        assert!(err(r#"builtins.fetchurl "https://example.com/x.tar.gz""#).contains("not supported"));
+        assert!(err(r#"builtins.fetchTarball "https://example.com/x.tar.gz""#).contains("'fetchTarball' is not supported"));
+        assert!(err(r#"builtins.fetchTree { type = "file"; owner = -1; }"#)
+            .contains("negative value given for 'fetchTree' argument 'owner': -1"));
+        // Laziness: an unused fetch is never evaluated.
+        assert_eq!(ok(r#"let x = builtins.fetchurl "https://example.com/a"; in 1"#), "1");
+    }
+}

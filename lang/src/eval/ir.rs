@@ -1,0 +1,191 @@
+//! The evaluator's intermediate representation and runtime environments.
+//!
+//! Owns the lowered form of an expression: variables resolved to (depth, slot)
+//! pairs where the scope is static, nested attribute paths merged, constants
+//! prebuilt. `compile` produces it from the AST; `eval` interprets it. It must not
+//! evaluate anything itself.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use crate::syntax::ast::{BinaryOp, Span};
+use crate::value::{Sym, Value};
+
+/// A source position: file (index into the evaluator's source map) and byte span.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Pos {
+    pub file: u32,
+    pub span: Span,
+}
+
+/// A runtime scope: slots for the variables a `let`, `rec`, lambda or the global
+/// scope binds, or the attribute set a `with` brings into scope.
+#[derive(Clone)]
+pub struct Env(pub Rc<EnvInner>);
+
+pub struct EnvInner {
+    pub slots: RefCell<Vec<Value>>,
+    pub parent: Option<Env>,
+    /// For a `with` scope: the (unforced) attribute set.
+    pub with: Option<Value>,
+}
+
+impl Env {
+    pub fn new(parent: Option<&Env>, slots: Vec<Value>) -> Env {
+        Env(Rc::new(EnvInner {
+            slots: RefCell::new(slots),
+            parent: parent.cloned(),
+            with: None,
+        }))
+    }
+    pub fn new_with(parent: &Env, attrs: Value) -> Env {
+        Env(Rc::new(EnvInner {
+            slots: RefCell::new(Vec::new()),
+            parent: Some(parent.clone()),
+            with: Some(attrs),
+        }))
+    }
+    /// The environment `up` levels above this one.
+    #[inline]
+    pub fn ancestor(&self, up: u32) -> &Env {
+        let mut e = self;
+        for _ in 0..up {
+            // The compiler only emits depths that exist.
+            e = e.0.parent.as_ref().expect("scope depth resolved at compile time");
+        }
+        e
+    }
+    #[inline]
+    pub fn get(&self, idx: u32) -> Value {
+        self.0.slots.borrow()[idx as usize].clone()
+    }
+    pub fn set(&self, idx: u32, v: Value) {
+        self.0.slots.borrow_mut()[idx as usize] = v;
+    }
+    pub fn push(&self, v: Value) {
+        self.0.slots.borrow_mut().push(v);
+    }
+}
+
+#[derive(Clone)]
+pub enum IrAttrName {
+    Static(Sym),
+    Dynamic(Rc<Ir>),
+}
+
+/// How a static attribute's value is produced.
+#[derive(Clone)]
+pub struct AttrDef {
+    pub name: Sym,
+    pub value: Rc<Ir>,
+    pub pos: Pos,
+}
+
+/// A (possibly recursive) attribute set, `let` bindings, or the body of `let { }`.
+pub struct AttrsDef {
+    /// When true, a new environment holds one slot per static attribute, in
+    /// `statics` order, followed by the `inherit (e)` sources; values are evaluated
+    /// in it. When false, a new environment is created only if there are
+    /// `inherit (e)` sources (`hidden`), and it holds just those.
+    pub rec: bool,
+    pub statics: Vec<AttrDef>,
+    pub dynamics: Vec<(Rc<Ir>, Rc<Ir>, Pos)>,
+    /// The `inherit (e)` source expressions, evaluated once each.
+    pub hidden: Vec<Rc<Ir>>,
+    pub pos: Pos,
+}
+
+impl AttrsDef {
+    pub fn needs_env(&self) -> bool {
+        self.rec || !self.hidden.is_empty()
+    }
+}
+
+pub enum IrParam {
+    /// `x: …`: slot 0 is the argument.
+    Ident(Sym),
+    /// `{ a, b ? d, … }@x: …`: slots are the formals in order, then `x` if present.
+    Formals {
+        formals: Vec<(Sym, Option<Rc<Ir>>)>,
+        ellipsis: bool,
+        at: Option<Sym>,
+    },
+}
+
+pub struct LambdaDef {
+    pub param: IrParam,
+    pub body: Rc<Ir>,
+    /// The attribute or `let` name the lambda was bound to, for messages.
+    pub name: RefCell<Option<Sym>>,
+    pub pos: Pos,
+}
+
+pub enum Ir {
+    Const(Value),
+    /// A statically resolved variable: `up` scopes out, slot `idx`.
+    Var {
+        up: u32,
+        idx: u32,
+    },
+    /// A variable found only in an enclosing `with`, looked up at run time.
+    WithVar {
+        name: Sym,
+        pos: Pos,
+    },
+    /// String interpolation: parts are concatenated after coercion.
+    Str {
+        parts: Vec<Rc<Ir>>,
+        pos: Pos,
+    },
+    /// An interpolated path: the first part is the already-anchored literal prefix.
+    Path {
+        parts: Vec<Rc<Ir>>,
+        pos: Pos,
+    },
+    List(Vec<Rc<Ir>>),
+    Attrs(Rc<AttrsDef>),
+    Let {
+        def: Rc<AttrsDef>,
+        body: Rc<Ir>,
+    },
+    Lambda(Rc<LambdaDef>),
+    Apply {
+        func: Rc<Ir>,
+        arg: Rc<Ir>,
+        pos: Pos,
+    },
+    Select {
+        expr: Rc<Ir>,
+        path: Vec<IrAttrName>,
+        default: Option<Rc<Ir>>,
+        pos: Pos,
+    },
+    HasAttr {
+        expr: Rc<Ir>,
+        path: Vec<IrAttrName>,
+        pos: Pos,
+    },
+    With {
+        env: Rc<Ir>,
+        body: Rc<Ir>,
+    },
+    Assert {
+        cond: Rc<Ir>,
+        body: Rc<Ir>,
+        pos: Pos,
+    },
+    If {
+        cond: Rc<Ir>,
+        then: Rc<Ir>,
+        else_: Rc<Ir>,
+        pos: Pos,
+    },
+    Not(Rc<Ir>, Pos),
+    Neg(Rc<Ir>, Pos),
+    Binary {
+        op: BinaryOp,
+        lhs: Rc<Ir>,
+        rhs: Rc<Ir>,
+        pos: Pos,
+    },
+}

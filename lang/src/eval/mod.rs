@@ -1,0 +1,658 @@
+//! The lazy evaluator: call-by-need interpretation of the IR.
+//!
+//! Owns forcing thunks (with blackholing, so infinite recursion is an error that
+//! names the place), function application, attribute selection, `with` lookup,
+//! imports, and the call-depth limit. Deep recursion never overflows the native
+//! stack: evaluation grows its stack on the heap (`stacker`) and stops cleanly
+//! past `--max-call-depth`. It must not print (the CLI does) nor write to the
+//! store except through [`crate::store::EvalStore`].
+
+pub mod compile;
+pub mod error;
+pub mod ir;
+mod ops;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+pub use error::{EResult, ErrorExt, ErrorKind, EvalError, Frame, SourceMap};
+pub use ops::CoerceMode;
+
+use crate::store::EvalStore;
+use crate::value::{Attrs, Closure, NixString, PrimOpApp, Sym, Thunk, ThunkState, Value};
+use compile::{Compiler, Lints};
+use ir::*;
+
+/// Stack headroom kept free before growing onto a new heap segment.
+const RED_ZONE: usize = 256 * 1024;
+/// Size of each new stack segment.
+const STACK_CHUNK: usize = 8 * 1024 * 1024;
+
+/// Options that shape an evaluation; all explicit, none read behind the user's back.
+#[derive(Clone, Debug)]
+pub struct EvalSettings {
+    /// `-I`, `ROCMX_PATH`, `NIX_PATH` entries: `(prefix, path)`; an empty prefix
+    /// means "search inside this directory".
+    pub search_path: Vec<(String, String)>,
+    pub max_call_depth: usize,
+    pub lints: Lints,
+    /// `builtins.currentSystem`.
+    pub system: String,
+    /// Whether `builtins.getEnv`, `currentTime` etc. see the real world.
+    pub impure: bool,
+    /// `--extra-experimental-features` given on the command line (e.g.
+    /// `parse-toml-timestamps`).
+    pub experimental_features: Vec<String>,
+}
+
+impl Default for EvalSettings {
+    fn default() -> Self {
+        EvalSettings {
+            search_path: Vec::new(),
+            max_call_depth: 10_000,
+            lints: Lints::default(),
+            system: "x86_64-linux".into(),
+            impure: true,
+            experimental_features: Vec::new(),
+        }
+    }
+}
+
+/// One evaluation session: sources, global scope, caches and the store handle.
+pub struct Evaluator {
+    pub sources: SourceMap,
+    pub settings: EvalSettings,
+    pub store: Rc<dyn EvalStore>,
+    globals: Env,
+    global_names: HashMap<Sym, u32>,
+    import_cache: HashMap<PathBuf, Value>,
+    call_depth: usize,
+    /// Messages from `trace`/`warn` and lint warnings, already formatted; the CLI
+    /// prints them as they arrive.
+    pub on_trace: Box<dyn FnMut(&str)>,
+}
+
+impl Evaluator {
+    pub fn new(settings: EvalSettings, store: Rc<dyn EvalStore>) -> Evaluator {
+        let mut ev = Evaluator {
+            sources: SourceMap::default(),
+            settings,
+            store,
+            globals: Env::new(None, Vec::new()),
+            global_names: HashMap::new(),
+            import_cache: HashMap::new(),
+            call_depth: 0,
+            on_trace: Box::new(|m| eprintln!("{m}")),
+        };
+        let (names, values) = crate::builtins::globals(&mut ev);
+        ev.global_names = names;
+        *ev.globals.0.slots.borrow_mut() = values;
+        ev
+    }
+
+    // ---- entry points ----------------------------------------------------
+
+    /// Parses and compiles `text`; `path` anchors relative path literals.
+    pub fn compile_source(&mut self, name: String, path: Option<PathBuf>, text: Rc<str>, base_dir: &Path) -> EResult<Rc<Ir>> {
+        let file = self.sources.add(name.clone(), path, text.clone());
+        let ast = crate::syntax::parse(&text).map_err(|e| {
+            EvalError::at(
+                ErrorKind::Parse,
+                format!("syntax error, {}", e.message),
+                Pos { file, span: e.span },
+            )
+        })?;
+        let sources = &self.sources;
+        let lc = |off: u32| sources.line_col(file, off);
+        let mut c = Compiler::new(&self.global_names, file, &name, base_dir, &text, self.settings.lints, &lc);
+        let ir = c.compile(&ast)?;
+        let warnings = std::mem::take(&mut c.warnings);
+        for (pos, msg) in warnings {
+            let line = format!("warning: {msg}\n       at {}:", self.sources.describe(pos));
+            (self.on_trace)(&line);
+        }
+        Ok(ir)
+    }
+
+    /// Evaluates an expression given as text (`-E`), relative to `base_dir`.
+    pub fn eval_string(&mut self, text: &str, base_dir: &Path) -> EResult<Value> {
+        let ir = self.compile_source("«string»".into(), None, text.into(), base_dir)?;
+        let env = self.globals.clone();
+        self.eval(&ir, &env)
+    }
+
+    /// Evaluates a file (`import path`), cached per path.
+    pub fn eval_file(&mut self, path: &Path) -> EResult<Value> {
+        let mut path = path.to_path_buf();
+        if path.is_dir() {
+            path.push("default.nix");
+        }
+        if let Some(v) = self.import_cache.get(&path) {
+            return Ok(v.clone());
+        }
+        let real = self.store.realise_path(&path).unwrap_or_else(|| path.clone());
+        let bytes = std::fs::read(&real).map_err(|e| {
+            EvalError::new(ErrorKind::Io, format!("reading file '{}': {e}", path.display()))
+        })?;
+        let text = String::from_utf8(bytes).map_err(|e| {
+            EvalError::new(
+                ErrorKind::Parse,
+                format!("file '{}' is not valid UTF-8 (at byte {})", path.display(), e.utf8_error().valid_up_to()),
+            )
+        })?;
+        let base = path.parent().unwrap_or(Path::new("/")).to_path_buf();
+        let ir = self.compile_source(path.display().to_string(), Some(path.clone()), text.into(), &base)?;
+        // Cache a thunk first so a file importing itself is infinite recursion, not a hang.
+        let env = self.globals.clone();
+        let thunk = Value::Thunk(Thunk::new(ThunkState::Suspended(ir, env)));
+        self.import_cache.insert(path, thunk.clone());
+        self.force(&thunk)
+    }
+
+    pub fn globals(&self) -> &Env {
+        &self.globals
+    }
+
+    // ---- forcing ---------------------------------------------------------
+
+    /// Evaluates `v` to weak head normal form.
+    #[inline]
+    pub fn force(&mut self, v: &Value) -> EResult<Value> {
+        match v {
+            Value::Thunk(t) => self.force_thunk(t),
+            v => Ok(v.clone()),
+        }
+    }
+
+    pub fn force_thunk(&mut self, t: &Thunk) -> EResult<Value> {
+        let state = {
+            let mut b = t.0.borrow_mut();
+            if let ThunkState::Done(v) = &*b {
+                return Ok(v.clone());
+            }
+            std::mem::replace(&mut *b, ThunkState::Blackhole)
+        };
+        let result = stacker::maybe_grow(RED_ZONE, STACK_CHUNK, || match &state {
+            ThunkState::Suspended(ir, env) => self.eval(ir, env),
+            ThunkState::Apply(f, a) => self.call(f, a.clone()),
+            ThunkState::Native(f) => f(self).and_then(|v| self.force(&v)),
+            ThunkState::Blackhole => Err(EvalError::new(
+                ErrorKind::InfiniteRecursion,
+                "infinite recursion encountered",
+            )),
+            ThunkState::Done(_) => unreachable!("handled above"),
+        });
+        match result {
+            Ok(v) => {
+                *t.0.borrow_mut() = ThunkState::Done(v.clone());
+                Ok(v)
+            }
+            Err(e) => {
+                if !matches!(state, ThunkState::Blackhole) {
+                    *t.0.borrow_mut() = state;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Makes a value for `ir` in `env` without evaluating it, avoiding a thunk
+    /// allocation where the result is already known (constants, variables, lambdas).
+    #[inline]
+    pub fn delay(&mut self, ir: &Rc<Ir>, env: &Env) -> Value {
+        match &**ir {
+            Ir::Const(v) => v.clone(),
+            Ir::Var { up, idx } => env.ancestor(*up).get(*idx),
+            Ir::Lambda(def) => Value::Lambda(Rc::new(Closure {
+                def: def.clone(),
+                env: env.clone(),
+            })),
+            _ => Value::Thunk(Thunk::new(ThunkState::Suspended(ir.clone(), env.clone()))),
+        }
+    }
+
+    // ---- evaluation --------------------------------------------------------
+
+    pub fn eval(&mut self, ir: &Ir, env: &Env) -> EResult<Value> {
+        stacker::maybe_grow(RED_ZONE, STACK_CHUNK, || self.eval_inner(ir, env))
+    }
+
+    fn eval_inner(&mut self, ir: &Ir, env: &Env) -> EResult<Value> {
+        match ir {
+            Ir::Const(v) => Ok(v.clone()),
+            Ir::Var { up, idx } => {
+                let v = env.ancestor(*up).get(*idx);
+                self.force(&v)
+            }
+            Ir::WithVar { name, pos } => {
+                let v = self.lookup_with(name, env, *pos)?;
+                self.force(&v)
+            }
+            Ir::Str { parts, pos } => self.eval_interp(parts, env, *pos),
+            Ir::Path { parts, pos } => self.eval_path_interp(parts, env, *pos),
+            Ir::List(items) => {
+                let v: Vec<Value> = items.iter().map(|i| self.delay(i, env)).collect();
+                Ok(Value::List(Rc::new(v)))
+            }
+            Ir::Attrs(def) => self.eval_attrs(def, env).map(|(a, _)| Value::Attrs(a)),
+            Ir::Let { def, body } => {
+                let (_, new_env) = self.eval_attrs(def, env)?;
+                self.eval(body, &new_env)
+            }
+            Ir::Lambda(def) => Ok(Value::Lambda(Rc::new(Closure {
+                def: def.clone(),
+                env: env.clone(),
+            }))),
+            Ir::Apply { func, arg, pos } => {
+                let f = self.eval(func, env)?;
+                let a = self.delay(arg, env);
+                self.call_at(&f, a, *pos)
+            }
+            Ir::Select {
+                expr,
+                path,
+                default,
+                pos,
+            } => self.eval_select(expr, path, default.as_ref(), env, *pos),
+            Ir::HasAttr { expr, path, pos } => self.eval_has_attr(expr, path, env, *pos).map(Value::Bool),
+            Ir::With { env: e, body } => {
+                let attrs = self.delay(e, env);
+                let new_env = Env::new_with(env, attrs);
+                self.eval(body, &new_env)
+            }
+            Ir::Assert { cond, body, pos } => {
+                let c = self.eval(cond, env)?;
+                if self.expect_bool(&c).at_pos(*pos)? {
+                    self.eval(body, env)
+                } else {
+                    let text = self.source_text(*pos);
+                    Err(EvalError::at(ErrorKind::Assert, format!("assertion '{text}' failed"), *pos))
+                }
+            }
+            Ir::If {
+                cond,
+                then,
+                else_,
+                pos,
+            } => {
+                let c = self.eval(cond, env)?;
+                if self.expect_bool(&c).at_pos(*pos)? {
+                    self.eval(then, env)
+                } else {
+                    self.eval(else_, env)
+                }
+            }
+            Ir::Not(e, pos) => {
+                let v = self.eval(e, env)?;
+                Ok(Value::Bool(!self.expect_bool(&v).at_pos(*pos)?))
+            }
+            Ir::Neg(e, pos) => {
+                let v = self.eval(e, env)?;
+                self.arith(ast_sub(), &Value::Int(0), &v).at_pos(*pos)
+            }
+            Ir::Binary { op, lhs, rhs, pos } => self.eval_binary(*op, lhs, rhs, env, *pos),
+        }
+    }
+
+    fn source_text(&self, pos: Pos) -> String {
+        self.sources
+            .file(pos.file)
+            .and_then(|f| f.text.get(pos.span.start as usize..pos.span.end as usize))
+            .unwrap_or("")
+            .to_string()
+    }
+
+    fn lookup_with(&mut self, name: &Sym, env: &Env, pos: Pos) -> EResult<Value> {
+        let mut e = Some(env);
+        while let Some(cur) = e {
+            if let Some(w) = &cur.0.with {
+                let attrs = self.force(w)?;
+                match &attrs {
+                    Value::Attrs(a) => {
+                        if let Some(v) = a.get(name) {
+                            return Ok(v.clone());
+                        }
+                    }
+                    other => {
+                        return Err(EvalError::at(
+                            ErrorKind::Type,
+                            format!("expected a set but found {}", self.describe_value(other)),
+                            pos,
+                        ))
+                    }
+                }
+            }
+            e = cur.0.parent.as_ref();
+        }
+        Err(EvalError::at(
+            ErrorKind::UndefinedVariable,
+            format!("undefined variable '{name}'"),
+            pos,
+        ))
+    }
+
+    /// Builds the set (and, for `rec`/`let`, the environment its values close over).
+    fn eval_attrs(&mut self, def: &Rc<AttrsDef>, env: &Env) -> EResult<(Rc<Attrs>, Env)> {
+        let scope = if def.needs_env() {
+            let n = if def.rec { def.statics.len() } else { 0 } + def.hidden.len();
+            let new_env = Env::new(Some(env), Vec::with_capacity(n));
+            if def.rec {
+                for _ in 0..def.statics.len() {
+                    new_env.push(Value::Null);
+                }
+            }
+            for h in &def.hidden {
+                let v = self.delay(h, &new_env);
+                new_env.push(v);
+            }
+            new_env
+        } else {
+            env.clone()
+        };
+        let mut entries: Vec<(Sym, Value)> = Vec::with_capacity(def.statics.len() + def.dynamics.len());
+        for (i, a) in def.statics.iter().enumerate() {
+            let v = self.delay(&a.value, &scope);
+            if def.rec {
+                scope.set(i as u32, v.clone());
+            }
+            entries.push((a.name.clone(), v));
+        }
+        let mut attrs = Attrs::from_unsorted(entries);
+        for (k, v, pos) in &def.dynamics {
+            let key = self.eval(k, &scope)?;
+            let key = match key {
+                Value::Null => continue,
+                Value::String(s) => Sym::new(s.as_str()),
+                other => {
+                    return Err(EvalError::at(
+                        ErrorKind::Type,
+                        format!("expected a string but found {}", self.describe_value(&other)),
+                        *pos,
+                    ))
+                }
+            };
+            if attrs.contains(&key) {
+                return Err(EvalError::at(
+                    ErrorKind::Eval,
+                    format!("dynamic attribute '{key}' already defined"),
+                    *pos,
+                ));
+            }
+            let val = self.delay(v, &scope);
+            attrs.insert(key, val);
+        }
+        // `rec { __overrides = { … }; }` replaces attributes, in the scope too.
+        if def.rec {
+            if let Some(ov) = attrs.get("__overrides").cloned() {
+                if let Value::Attrs(ov) = self.force(&ov)? {
+                    for (k, v) in ov.iter() {
+                        if let Some(i) = def.statics.iter().position(|a| &a.name == k) {
+                            scope.set(i as u32, v.clone());
+                        }
+                        attrs.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+        }
+        Ok((Rc::new(attrs), scope))
+    }
+
+    fn attr_name(&mut self, n: &IrAttrName, env: &Env) -> EResult<Sym> {
+        match n {
+            IrAttrName::Static(s) => Ok(s.clone()),
+            IrAttrName::Dynamic(ir) => {
+                let v = self.eval(ir, env)?;
+                let s = self.coerce_to_string(&v, CoerceMode::Interpolation)?;
+                Ok(Sym::new(s.as_str()))
+            }
+        }
+    }
+
+    fn eval_select(
+        &mut self,
+        expr: &Rc<Ir>,
+        path: &[IrAttrName],
+        default: Option<&Rc<Ir>>,
+        env: &Env,
+        pos: Pos,
+    ) -> EResult<Value> {
+        let mut cur = self.eval(expr, env)?;
+        for (i, n) in path.iter().enumerate() {
+            let name = self.attr_name(n, env).at_pos(pos)?;
+            let next = match &cur {
+                Value::Attrs(a) => a.get(&name).cloned(),
+                _ if default.is_some() => None,
+                other => {
+                    return Err(EvalError::at(
+                        ErrorKind::Type,
+                        format!(
+                            "expected a set but found {} while selecting attribute '{name}'",
+                            self.describe_value(other)
+                        ),
+                        pos,
+                    ))
+                }
+            };
+            match next {
+                Some(v) => {
+                    cur = self
+                        .force(&v)
+                        .frame(Some(pos), || format!("while evaluating the attribute '{name}'"))?;
+                }
+                None => {
+                    if let Some(d) = default {
+                        return self.eval(d, env);
+                    }
+                    let Value::Attrs(a) = &cur else { unreachable!("non-sets handled above") };
+                    let mut msg = format!("attribute '{name}' missing");
+                    if let Some(s) = error::did_you_mean(&name, a.keys().map(|k| k.as_str())) {
+                        msg.push_str(&format!("; did you mean '{s}'?"));
+                    }
+                    let _ = i;
+                    return Err(EvalError::at(ErrorKind::Eval, msg, pos));
+                }
+            }
+        }
+        Ok(cur)
+    }
+
+    fn eval_has_attr(&mut self, expr: &Rc<Ir>, path: &[IrAttrName], env: &Env, pos: Pos) -> EResult<bool> {
+        let mut cur = self.eval(expr, env)?;
+        for (i, n) in path.iter().enumerate() {
+            let name = self.attr_name(n, env).at_pos(pos)?;
+            match &cur {
+                Value::Attrs(a) => match a.get(&name) {
+                    Some(v) => {
+                        if i + 1 < path.len() {
+                            cur = self.force(&v.clone())?;
+                        }
+                    }
+                    None => return Ok(false),
+                },
+                _ => return Ok(false),
+            }
+        }
+        Ok(true)
+    }
+
+    // ---- application ---------------------------------------------------------
+
+    /// Applies `f` to `arg`, adding `pos` to errors as the call site.
+    pub fn call_at(&mut self, f: &Value, arg: Value, pos: Pos) -> EResult<Value> {
+        self.call(f, arg).at_pos(pos)
+    }
+
+    /// Applies a function value to one argument and forces the result.
+    pub fn call(&mut self, f: &Value, arg: Value) -> EResult<Value> {
+        let f = self.force(f)?;
+        match &f {
+            Value::Lambda(c) => self.call_lambda(c, arg),
+            Value::PrimOp(app) => {
+                let mut args = Vec::with_capacity(app.args.len() + 1);
+                args.extend(app.args.iter().cloned());
+                args.push(arg);
+                if args.len() == app.op.arity {
+                    let op = app.op;
+                    let r = (op.f)(self, args).frame(None, || {
+                        format!("while calling the '{}' builtin", op.name)
+                    })?;
+                    self.force(&r)
+                } else {
+                    Ok(Value::PrimOp(Rc::new(PrimOpApp { op: app.op, args })))
+                }
+            }
+            Value::Attrs(a) if a.contains("__functor") => {
+                let functor = a.get("__functor").cloned().unwrap_or(Value::Null);
+                let inner = self.call(&functor, f.clone())?;
+                self.call(&inner, arg)
+            }
+            other => Err(EvalError::new(
+                ErrorKind::Type,
+                format!(
+                    "attempt to call something which is not a function but {}",
+                    self.describe_value(other)
+                ),
+            )),
+        }
+    }
+
+    /// Applies `f` to several arguments in turn.
+    pub fn call_n(&mut self, f: &Value, args: impl IntoIterator<Item = Value>) -> EResult<Value> {
+        let mut cur = f.clone();
+        for a in args {
+            cur = self.call(&cur, a)?;
+        }
+        self.force(&cur)
+    }
+
+    fn call_lambda(&mut self, c: &Rc<Closure>, arg: Value) -> EResult<Value> {
+        self.call_depth += 1;
+        if self.call_depth > self.settings.max_call_depth {
+            self.call_depth -= 1;
+            return Err(EvalError::at(
+                ErrorKind::CallDepth,
+                format!(
+                    "stack overflow; max-call-depth exceeded ({}); raise it with --max-call-depth",
+                    self.settings.max_call_depth
+                ),
+                c.def.pos,
+            ));
+        }
+        let r = self.call_lambda_inner(c, arg);
+        self.call_depth -= 1;
+        r.frame(Some(c.def.pos), || match &*c.def.name.borrow() {
+            Some(n) => format!("while calling '{n}'"),
+            None => "while calling anonymous lambda".to_string(),
+        })
+    }
+
+    fn call_lambda_inner(&mut self, c: &Rc<Closure>, arg: Value) -> EResult<Value> {
+        let def = &c.def;
+        match &def.param {
+            IrParam::Ident(_) => {
+                let env = Env::new(Some(&c.env), vec![arg]);
+                self.eval(&def.body, &env)
+            }
+            IrParam::Formals {
+                formals,
+                ellipsis,
+                at,
+            } => {
+                let forced = self.force(&arg)?;
+                let Value::Attrs(attrs) = &forced else {
+                    return Err(EvalError::at(
+                        ErrorKind::Type,
+                        format!("expected a set but found {}", self.describe_value(&forced)),
+                        def.pos,
+                    ));
+                };
+                let fname = || match &*def.name.borrow() {
+                    Some(n) => format!("function '{n}'"),
+                    None => "function 'anonymous lambda'".to_string(),
+                };
+                if !*ellipsis {
+                    for k in attrs.keys() {
+                        if !formals.iter().any(|(n, _)| n == k) {
+                            let mut msg = format!("{} called with unexpected argument '{k}'", fname());
+                            if let Some(s) = error::did_you_mean(k, formals.iter().map(|(n, _)| n.as_str())) {
+                                msg.push_str(&format!("; did you mean '{s}'?"));
+                            }
+                            return Err(EvalError::at(ErrorKind::Type, msg, def.pos));
+                        }
+                    }
+                }
+                let env = Env::new(Some(&c.env), Vec::with_capacity(formals.len() + 1));
+                let mut defaults = Vec::new();
+                for (i, (name, default)) in formals.iter().enumerate() {
+                    match attrs.get(name) {
+                        Some(v) => env.push(v.clone()),
+                        None => match default {
+                            Some(d) => {
+                                env.push(Value::Null);
+                                defaults.push((i, d));
+                            }
+                            None => {
+                                return Err(EvalError::at(
+                                    ErrorKind::Type,
+                                    format!("{} called without required argument '{name}'", fname()),
+                                    def.pos,
+                                ))
+                            }
+                        },
+                    }
+                }
+                for (i, d) in defaults {
+                    let v = self.delay(d, &env);
+                    env.set(i as u32, v);
+                }
+                if at.is_some() {
+                    env.push(forced.clone());
+                }
+                self.eval(&def.body, &env)
+            }
+        }
+    }
+
+    // ---- imports and search path ---------------------------------------------
+
+    /// `import path`: evaluates the file at `path` (or `path/default.nix`).
+    pub fn import(&mut self, path: &Path) -> EResult<Value> {
+        self.eval_file(path)
+    }
+
+    /// A short description of a value for error messages (`a set`, `an integer 1`).
+    pub fn describe_value(&self, v: &Value) -> String {
+        match v {
+            Value::Int(i) => format!("an integer: {i}"),
+            Value::Bool(b) => format!("a Boolean: {b}"),
+            Value::String(s) => format!("a string: \"{}\"", s.as_str().chars().take(60).collect::<String>()),
+            Value::Path(p) => format!("a path: {}", p.display()),
+            Value::Null => "null".into(),
+            other => other.type_().described().to_string(),
+        }
+    }
+
+    pub fn new_string(&self, s: String) -> Value {
+        Value::String(NixString::new(s))
+    }
+}
+
+fn ast_sub() -> crate::syntax::ast::BinaryOp {
+    crate::syntax::ast::BinaryOp::Sub
+}
+
+/// Evaluates `expr` strictly with a fresh evaluator and an in-memory store and
+/// prints the result as `nix-instantiate --eval --strict` would; errors are
+/// rendered. For tests.
+pub fn test_eval(expr: &str) -> Result<String, String> {
+    let store = Rc::new(crate::store::MemStore::new());
+    let mut ev = Evaluator::new(EvalSettings::default(), store);
+    ev.on_trace = Box::new(|_| {});
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    let r = ev.eval_string(expr, &cwd).and_then(|v| ev.force_deep(&v));
+    match r {
+        Ok(v) => Ok(crate::value::print::print_value(&v)),
+        Err(e) => Err(ev.sources.render(&e, false)),
+    }
+}

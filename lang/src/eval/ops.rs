@@ -1,0 +1,546 @@
+//! Operators, equality, ordering and coercions.
+//!
+//! Owns the semantics of `+ - * / ++ // == != < <= > >= && || ->`, string
+//! interpolation, the coercions that `toString` and `"${…}"` perform, and the typed
+//! `force_*` accessors that builtins use. It must not parse or compile.
+
+use std::cmp::Ordering;
+use std::path::PathBuf;
+use std::rc::Rc;
+
+use super::compile::canon_path;
+use super::error::{EResult, ErrorExt, ErrorKind, EvalError};
+use super::ir::{Env, Ir, Pos};
+use super::Evaluator;
+use crate::syntax::ast::BinaryOp;
+use crate::value::{Attrs, Context, ContextElem, NixString, Value};
+
+/// How far a coercion to string may go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CoerceMode {
+    /// `"${x}"`: strings, paths (copied to the store) and sets with
+    /// `__toString`/`outPath`.
+    Interpolation,
+    /// `toString x`: also integers, floats, Booleans, null and lists; paths stay
+    /// paths (not copied).
+    ToString,
+    /// Like interpolation, but paths are not copied (`baseNameOf`, path arithmetic).
+    NoCopy,
+    /// `toString`'s reach, with paths copied to the store (derivation attributes).
+    ToStringCopy,
+}
+
+impl CoerceMode {
+    /// Whether integers, floats, Booleans, null and lists are accepted.
+    fn coerce_more(self) -> bool {
+        matches!(self, CoerceMode::ToString | CoerceMode::ToStringCopy)
+    }
+    /// Whether paths are copied to the store.
+    fn copies(self) -> bool {
+        matches!(self, CoerceMode::Interpolation | CoerceMode::ToStringCopy)
+    }
+}
+
+impl Evaluator {
+    pub(super) fn eval_binary(&mut self, op: BinaryOp, lhs: &Rc<Ir>, rhs: &Rc<Ir>, env: &Env, pos: Pos) -> EResult<Value> {
+        use BinaryOp::*;
+        match op {
+            And => {
+                let l = self.eval(lhs, env)?;
+                if !self.expect_bool(&l).at_pos(pos)? {
+                    return Ok(Value::Bool(false));
+                }
+                let r = self.eval(rhs, env)?;
+                Ok(Value::Bool(self.expect_bool(&r).at_pos(pos)?))
+            }
+            Or => {
+                let l = self.eval(lhs, env)?;
+                if self.expect_bool(&l).at_pos(pos)? {
+                    return Ok(Value::Bool(true));
+                }
+                let r = self.eval(rhs, env)?;
+                Ok(Value::Bool(self.expect_bool(&r).at_pos(pos)?))
+            }
+            Impl => {
+                let l = self.eval(lhs, env)?;
+                if !self.expect_bool(&l).at_pos(pos)? {
+                    return Ok(Value::Bool(true));
+                }
+                let r = self.eval(rhs, env)?;
+                Ok(Value::Bool(self.expect_bool(&r).at_pos(pos)?))
+            }
+            _ => {
+                let l = self.eval(lhs, env)?;
+                let r = self.eval(rhs, env)?;
+                self.binary_values(op, &l, &r).at_pos(pos)
+            }
+        }
+    }
+
+    /// Applies a strict binary operator to two forced values.
+    pub fn binary_values(&mut self, op: BinaryOp, l: &Value, r: &Value) -> EResult<Value> {
+        use BinaryOp::*;
+        match op {
+            Add => self.add(l, r),
+            Sub | Mul | Div => self.arith(op, l, r),
+            Concat => {
+                let a = self.expect_list(l)?;
+                let b = self.expect_list(r)?;
+                if a.is_empty() {
+                    return Ok(Value::List(b));
+                }
+                if b.is_empty() {
+                    return Ok(Value::List(a));
+                }
+                let mut v = Vec::with_capacity(a.len() + b.len());
+                v.extend(a.iter().cloned());
+                v.extend(b.iter().cloned());
+                Ok(Value::List(Rc::new(v)))
+            }
+            Update => {
+                let a = self.expect_attrs(l)?;
+                let b = self.expect_attrs(r)?;
+                Ok(Value::Attrs(a.update(&b)))
+            }
+            Eq => Ok(Value::Bool(self.equal(l, r)?)),
+            NotEq => Ok(Value::Bool(!self.equal(l, r)?)),
+            Lt => Ok(Value::Bool(self.compare(l, r)? == Ordering::Less)),
+            Le => Ok(Value::Bool(self.compare(l, r)? != Ordering::Greater)),
+            Gt => Ok(Value::Bool(self.compare(l, r)? == Ordering::Greater)),
+            Ge => Ok(Value::Bool(self.compare(l, r)? != Ordering::Less)),
+            And | Or | Impl | PipeLeft | PipeRight => unreachable!("lazy operators are handled in eval_binary"),
+        }
+    }
+
+    /// `- * /` (and `+` on numbers), with overflow and division by zero as errors.
+    pub fn arith(&mut self, op: BinaryOp, l: &Value, r: &Value) -> EResult<Value> {
+        let name = match op {
+            BinaryOp::Add => "add",
+            BinaryOp::Sub => "subtract",
+            BinaryOp::Mul => "multiply",
+            _ => "divide",
+        };
+        match (l, r) {
+            (Value::Int(a), Value::Int(b)) => {
+                let (a, b) = (*a, *b);
+                let res = match op {
+                    BinaryOp::Add => a.checked_add(b),
+                    BinaryOp::Sub => a.checked_sub(b),
+                    BinaryOp::Mul => a.checked_mul(b),
+                    _ => {
+                        if b == 0 {
+                            return Err(EvalError::new(ErrorKind::Eval, "division by zero"));
+                        }
+                        a.checked_div(b)
+                    }
+                };
+                res.map(Value::Int).ok_or_else(|| {
+                    EvalError::new(ErrorKind::Eval, format!("integer overflow in {name}ing {a} and {b}"))
+                })
+            }
+            (Value::Int(_) | Value::Float(_), Value::Int(_) | Value::Float(_)) => {
+                let a = as_f64(l);
+                let b = as_f64(r);
+                Ok(Value::Float(match op {
+                    BinaryOp::Add => a + b,
+                    BinaryOp::Sub => a - b,
+                    BinaryOp::Mul => a * b,
+                    _ => {
+                        if b == 0.0 {
+                            return Err(EvalError::new(ErrorKind::Eval, "division by zero"));
+                        }
+                        a / b
+                    }
+                }))
+            }
+            _ => {
+                let bad = if matches!(l, Value::Int(_) | Value::Float(_)) { r } else { l };
+                Err(EvalError::new(
+                    ErrorKind::Type,
+                    format!("expected an integer but found {}", self.describe_value(bad)),
+                ))
+            }
+        }
+    }
+
+    fn add(&mut self, l: &Value, r: &Value) -> EResult<Value> {
+        match (l, r) {
+            (Value::Int(_) | Value::Float(_), _) => self.arith(BinaryOp::Add, l, r),
+            (Value::Path(p), _) => {
+                let s = self.coerce_to_string(r, CoerceMode::NoCopy)?;
+                if s.has_context() {
+                    return Err(EvalError::new(
+                        ErrorKind::Eval,
+                        format!(
+                            "a string that refers to a store path cannot be appended to a path: '{}'",
+                            s.as_str()
+                        ),
+                    ));
+                }
+                let mut joined = p.to_string_lossy().into_owned();
+                joined.push_str(s.as_str());
+                Ok(Value::Path(Rc::new(canon_path(&joined))))
+            }
+            (Value::String(_), _) | (Value::Attrs(_), _) => {
+                let a = self.coerce_to_string(l, CoerceMode::Interpolation)?;
+                let b = self.coerce_to_string(r, CoerceMode::Interpolation)?;
+                let mut ctx = a.context().clone();
+                ctx.extend(b.context());
+                let mut s = String::with_capacity(a.as_str().len() + b.as_str().len());
+                s.push_str(a.as_str());
+                s.push_str(b.as_str());
+                Ok(Value::String(NixString::with_context(s, ctx)))
+            }
+            _ => Err(EvalError::new(
+                ErrorKind::Type,
+                format!(
+                    "cannot add {} to {}",
+                    r.type_().described(),
+                    l.type_().described()
+                ),
+            )),
+        }
+    }
+
+    /// Deep equality as `==` defines it.
+    pub fn equal(&mut self, l: &Value, r: &Value) -> EResult<bool> {
+        let l = self.force(l)?;
+        let r = self.force(r)?;
+        Ok(match (&l, &r) {
+            (Value::Null, Value::Null) => true,
+            (Value::Bool(a), Value::Bool(b)) => a == b,
+            (Value::Int(a), Value::Int(b)) => a == b,
+            (Value::Int(_) | Value::Float(_), Value::Int(_) | Value::Float(_)) => as_f64(&l) == as_f64(&r),
+            (Value::String(a), Value::String(b)) => a.as_str() == b.as_str(),
+            (Value::Path(a), Value::Path(b)) => a == b,
+            (Value::List(a), Value::List(b)) => {
+                if Rc::ptr_eq(a, b) {
+                    return Ok(true);
+                }
+                if a.len() != b.len() {
+                    return Ok(false);
+                }
+                for (x, y) in a.iter().zip(b.iter()) {
+                    if !self.equal_elem(x, y)? {
+                        return Ok(false);
+                    }
+                }
+                true
+            }
+            (Value::Attrs(a), Value::Attrs(b)) => {
+                if Rc::ptr_eq(a, b) {
+                    return Ok(true);
+                }
+                // Derivations compare by output path.
+                if self.is_derivation(a)? && self.is_derivation(b)? {
+                    if let (Some(x), Some(y)) = (a.get("outPath"), b.get("outPath")) {
+                        let (x, y) = (x.clone(), y.clone());
+                        return self.equal(&x, &y);
+                    }
+                }
+                if a.len() != b.len() {
+                    return Ok(false);
+                }
+                for ((ka, va), (kb, vb)) in a.iter().zip(b.iter()) {
+                    if ka != kb || !self.equal_elem(va, vb)? {
+                        return Ok(false);
+                    }
+                }
+                true
+            }
+            _ => false,
+        })
+    }
+
+    /// Element equality: the same shared thunk is equal to itself without forcing.
+    fn equal_elem(&mut self, x: &Value, y: &Value) -> EResult<bool> {
+        if let (Value::Thunk(a), Value::Thunk(b)) = (x, y) {
+            if Rc::ptr_eq(&a.0, &b.0) {
+                return Ok(true);
+            }
+        }
+        self.equal(x, y)
+    }
+
+    /// Whether a set has `type = "derivation"`.
+    pub fn is_derivation(&mut self, a: &Attrs) -> EResult<bool> {
+        match a.get("type") {
+            Some(t) => {
+                let t = t.clone();
+                match self.force(&t)? {
+                    Value::String(s) => Ok(s.as_str() == "derivation"),
+                    _ => Ok(false),
+                }
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// Ordering as `<` defines it: numbers, strings, paths, and lists lexicographically.
+    pub fn compare(&mut self, l: &Value, r: &Value) -> EResult<Ordering> {
+        let l = self.force(l)?;
+        let r = self.force(r)?;
+        match (&l, &r) {
+            (Value::Int(a), Value::Int(b)) => Ok(a.cmp(b)),
+            (Value::Int(_) | Value::Float(_), Value::Int(_) | Value::Float(_)) => {
+                Ok(as_f64(&l).partial_cmp(&as_f64(&r)).unwrap_or(Ordering::Equal))
+            }
+            (Value::String(a), Value::String(b)) => Ok(a.as_str().cmp(b.as_str())),
+            (Value::Path(a), Value::Path(b)) => Ok(a.as_os_str().cmp(b.as_os_str())),
+            (Value::List(a), Value::List(b)) => {
+                for (x, y) in a.iter().zip(b.iter()) {
+                    match self.compare(x, y)? {
+                        Ordering::Equal => {}
+                        o => return Ok(o),
+                    }
+                }
+                Ok(a.len().cmp(&b.len()))
+            }
+            _ => Err(EvalError::new(
+                ErrorKind::Type,
+                format!(
+                    "cannot compare {} with {}",
+                    self.describe_value(&l),
+                    self.describe_value(&r)
+                ),
+            )),
+        }
+    }
+
+    // ---- strings -------------------------------------------------------------
+
+    pub(super) fn eval_interp(&mut self, parts: &[Rc<Ir>], env: &Env, pos: Pos) -> EResult<Value> {
+        let mut s = String::new();
+        let mut ctx = Context::default();
+        for p in parts {
+            let v = self.eval(p, env)?;
+            let part = self
+                .coerce_to_string(&v, CoerceMode::Interpolation)
+                .at_pos(pos)
+                .frame(Some(pos), || "while evaluating a path segment".into())?;
+            s.push_str(part.as_str());
+            ctx.extend(part.context());
+        }
+        Ok(Value::String(NixString::with_context(s, ctx)))
+    }
+
+    pub(super) fn eval_path_interp(&mut self, parts: &[Rc<Ir>], env: &Env, pos: Pos) -> EResult<Value> {
+        let mut s = String::new();
+        for p in parts {
+            let v = self.eval(p, env)?;
+            let part = self.coerce_to_string(&v, CoerceMode::NoCopy).at_pos(pos)?;
+            if part.has_context() {
+                return Err(EvalError::at(
+                    ErrorKind::Eval,
+                    format!(
+                        "a string that refers to a store path cannot be appended to a path: '{}'",
+                        part.as_str()
+                    ),
+                    pos,
+                ));
+            }
+            s.push_str(part.as_str());
+        }
+        Ok(Value::Path(Rc::new(canon_path(&s))))
+    }
+
+    /// Converts a value to a string as interpolation or `toString` would.
+    pub fn coerce_to_string(&mut self, v: &Value, mode: CoerceMode) -> EResult<NixString> {
+        let v = self.force(v)?;
+        match &v {
+            Value::String(s) => Ok(s.clone()),
+            Value::Path(p) => {
+                if mode.copies() {
+                    let sp = self.copy_path_to_store(p)?;
+                    Ok(NixString::with_context(sp.clone(), Context::single(ContextElem::Opaque(sp))))
+                } else {
+                    Ok(NixString::new(p.to_string_lossy().into_owned()))
+                }
+            }
+            Value::Attrs(a) => {
+                if let Some(f) = a.get("__toString").cloned() {
+                    let r = self.call(&f, v.clone())?;
+                    return self.coerce_to_string(&r, mode);
+                }
+                if let Some(o) = a.get("outPath").cloned() {
+                    return self.coerce_to_string(&o, mode);
+                }
+                Err(EvalError::new(
+                    ErrorKind::Type,
+                    format!("cannot coerce {} to a string: {}", v.type_().described(), self.print_short(&v)),
+                ))
+            }
+            Value::Int(i) if mode.coerce_more() => Ok(NixString::new(i.to_string())),
+            // Nix uses C++ `std::to_string` here: six decimals (`toString 1.5` is "1.500000").
+            Value::Float(f) if mode.coerce_more() => Ok(NixString::new(format!("{f:.6}"))),
+            Value::Bool(b) if mode.coerce_more() => Ok(NixString::new(if *b { "1" } else { "" }.into())),
+            Value::Null if mode.coerce_more() => Ok(NixString::new(String::new())),
+            Value::List(l) if mode.coerce_more() => {
+                let mut s = String::new();
+                let mut ctx = Context::default();
+                for (i, x) in l.iter().enumerate() {
+                    let part = self.coerce_to_string(x, mode)?;
+                    s.push_str(part.as_str());
+                    ctx.extend(part.context());
+                    // Nix separates elements by a space, except after an empty list.
+                    if i + 1 < l.len() && !is_empty_list(&self.force(x)?) {
+                        s.push(' ');
+                    }
+                }
+                Ok(NixString::with_context(s, ctx))
+            }
+            other => Err(EvalError::new(
+                ErrorKind::Type,
+                format!(
+                    "cannot coerce {} to a string: {}",
+                    other.type_().described(),
+                    self.print_short(other)
+                ),
+            )),
+        }
+    }
+
+    /// A one-line rendering for error messages, truncated.
+    pub fn print_short(&mut self, v: &Value) -> String {
+        let s = crate::value::print::print_value_shallow(v);
+        if s.chars().count() > 200 {
+            let t: String = s.chars().take(200).collect();
+            format!("{t}…")
+        } else {
+            s
+        }
+    }
+
+    /// Copies a filesystem path into the store and returns its store path.
+    pub fn copy_path_to_store(&mut self, p: &std::path::Path) -> EResult<String> {
+        let name = p
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "source".into());
+        self.store.add_path(p, &name, None)
+    }
+
+    /// A path from a path value or a string holding an absolute path.
+    pub fn coerce_to_path(&mut self, v: &Value) -> EResult<PathBuf> {
+        let v = self.force(v)?;
+        if let Value::Path(p) = &v {
+            return Ok((**p).clone());
+        }
+        let s = self.coerce_to_string(&v, CoerceMode::NoCopy)?;
+        if !s.as_str().starts_with('/') {
+            return Err(EvalError::new(
+                ErrorKind::Eval,
+                format!("string '{}' doesn't represent an absolute path", s.as_str()),
+            ));
+        }
+        Ok(canon_path(s.as_str()))
+    }
+
+    // ---- typed accessors for builtins ---------------------------------------
+
+    pub fn expect_bool(&mut self, v: &Value) -> EResult<bool> {
+        match self.force(v)? {
+            Value::Bool(b) => Ok(b),
+            o => Err(self.type_error("a Boolean", &o)),
+        }
+    }
+    pub fn expect_int(&mut self, v: &Value) -> EResult<i64> {
+        match self.force(v)? {
+            Value::Int(i) => Ok(i),
+            o => Err(self.type_error("an integer", &o)),
+        }
+    }
+    /// An int or float, as a float.
+    pub fn expect_number(&mut self, v: &Value) -> EResult<f64> {
+        match self.force(v)? {
+            Value::Int(i) => Ok(i as f64),
+            Value::Float(f) => Ok(f),
+            o => Err(self.type_error("a float", &o)),
+        }
+    }
+    /// A string value (no coercion), with its context.
+    pub fn expect_string(&mut self, v: &Value) -> EResult<NixString> {
+        match self.force(v)? {
+            Value::String(s) => Ok(s),
+            o => Err(self.type_error("a string", &o)),
+        }
+    }
+    pub fn expect_attrs(&mut self, v: &Value) -> EResult<Rc<Attrs>> {
+        match self.force(v)? {
+            Value::Attrs(a) => Ok(a),
+            o => Err(self.type_error("a set", &o)),
+        }
+    }
+    pub fn expect_list(&mut self, v: &Value) -> EResult<Rc<Vec<Value>>> {
+        match self.force(v)? {
+            Value::List(l) => Ok(l),
+            o => Err(self.type_error("a list", &o)),
+        }
+    }
+    pub fn expect_function(&mut self, v: &Value) -> EResult<Value> {
+        let f = self.force(v)?;
+        match &f {
+            Value::Lambda(_) | Value::PrimOp(_) => Ok(f),
+            Value::Attrs(a) if a.contains("__functor") => Ok(f),
+            o => Err(self.type_error("a function", o)),
+        }
+    }
+
+    pub fn type_error(&self, expected: &str, found: &Value) -> Box<EvalError> {
+        EvalError::new(
+            ErrorKind::Type,
+            format!("expected {expected} but found {}", self.describe_value(found)),
+        )
+    }
+
+    /// Forces a value completely (`deepSeq`, `--strict`).
+    pub fn force_deep(&mut self, v: &Value) -> EResult<Value> {
+        let mut seen = std::collections::HashSet::new();
+        let r = self.force(v)?;
+        self.force_deep_inner(&r, &mut seen)?;
+        Ok(r)
+    }
+
+    fn force_deep_inner(&mut self, v: &Value, seen: &mut std::collections::HashSet<usize>) -> EResult<()> {
+        stacker::maybe_grow(256 * 1024, 8 * 1024 * 1024, || {
+            match v {
+                Value::Attrs(a) => {
+                    if !seen.insert(a.ptr()) {
+                        return Ok(());
+                    }
+                    for (k, x) in a.iter() {
+                        let f = self
+                            .force(x)
+                            .frame(None, || format!("while evaluating the attribute '{k}'"))?;
+                        self.force_deep_inner(&f, seen)?;
+                    }
+                }
+                Value::List(l) => {
+                    if !seen.insert(Rc::as_ptr(l) as *const u8 as usize) {
+                        return Ok(());
+                    }
+                    for (i, x) in l.iter().enumerate() {
+                        let f = self
+                            .force(x)
+                            .frame(None, || format!("while evaluating list element {i}"))?;
+                        self.force_deep_inner(&f, seen)?;
+                    }
+                }
+                _ => {}
+            }
+            Ok(())
+        })
+    }
+}
+
+fn as_f64(v: &Value) -> f64 {
+    match v {
+        Value::Int(i) => *i as f64,
+        Value::Float(f) => *f,
+        _ => 0.0,
+    }
+}
+
+fn is_empty_list(v: &Value) -> bool {
+    matches!(v, Value::List(l) if l.is_empty())
+}

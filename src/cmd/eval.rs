@@ -1,0 +1,295 @@
+//! `rocmx eval`: evaluate a file or expression and print the value.
+//!
+//! Behaves like `nix-instantiate --eval` (the options are the same, so the Nix
+//! language test suite's runner drives it unchanged). Owns option handling, the
+//! search path (`-I`, `ROCMX_PATH`, `NIX_PATH`), auto-calling with `--arg`/
+//! `--argstr`, `-A` selection and output. Evaluation itself is `rocmx-lang`'s.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use clap::Args;
+use rocmx_lang::eval::compile::{LintLevel, Lints};
+use rocmx_lang::eval::{EResult, ErrorKind, EvalError};
+use rocmx_lang::store::MemStore;
+use rocmx_lang::value::{print, Attrs, Sym};
+use rocmx_lang::{EvalSettings, Evaluator, Value};
+
+#[derive(Args, Debug)]
+pub struct EvalArgs {
+    /// The file to evaluate (a directory means its default.nix).
+    file: Option<PathBuf>,
+    /// Evaluate this expression instead of a file.
+    #[arg(short = 'E', long = "expr", value_name = "EXPR")]
+    expr: Option<String>,
+    /// Force the result completely, not just to its outermost constructor.
+    #[arg(long)]
+    strict: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Only parse; exit 0 when the input is syntactically valid.
+    #[arg(long)]
+    parse: bool,
+    /// Pass NAME = EXPR to a top-level function with formals.
+    #[arg(long = "arg", num_args = 2, value_names = ["NAME", "EXPR"], action = clap::ArgAction::Append)]
+    arg: Vec<String>,
+    /// Pass NAME = "STR" to a top-level function with formals.
+    #[arg(long = "argstr", num_args = 2, value_names = ["NAME", "STR"], action = clap::ArgAction::Append)]
+    argstr: Vec<String>,
+    /// Select this attribute path from the result (may be repeated).
+    #[arg(short = 'A', long = "attr", value_name = "ATTRPATH")]
+    attr: Vec<String>,
+    /// Add a search path entry: DIR or NAME=DIR (used by `<NAME>`).
+    #[arg(short = 'I', long = "include", value_name = "PATH")]
+    include: Vec<String>,
+    /// Maximum depth of nested function calls before evaluation stops.
+    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    max_call_depth: usize,
+    /// Show the chain of "while evaluating" frames on errors.
+    #[arg(long)]
+    show_trace: bool,
+    /// Hide the trace (the default).
+    #[arg(long, hide = true)]
+    no_show_trace: bool,
+    /// Accepted for compatibility with `nix-instantiate --eval`.
+    #[arg(long, hide = true)]
+    eval: bool,
+    /// Allow access to the environment (accepted for compatibility; the default).
+    #[arg(long, hide = true)]
+    impure: bool,
+    /// Enable experimental language features (e.g. `parse-toml-timestamps`).
+    #[arg(long = "extra-experimental-features", value_name = "FEATURES")]
+    experimental: Vec<String>,
+    /// How to treat URL literals: `warn` or `fatal`.
+    #[arg(long, value_name = "LEVEL")]
+    lint_url_literals: Option<String>,
+    /// How to treat path literals without `./`: `warn` or `fatal`.
+    #[arg(long, value_name = "LEVEL")]
+    lint_short_path_literals: Option<String>,
+    /// How to treat absolute path literals: `warn` or `fatal`.
+    #[arg(long, value_name = "LEVEL")]
+    lint_absolute_path_literals: Option<String>,
+}
+
+fn lint_level(s: &Option<String>) -> Result<LintLevel, String> {
+    match s.as_deref() {
+        None | Some("ignore") | Some("off") => Ok(LintLevel::Off),
+        Some("warn") => Ok(LintLevel::Warn),
+        Some("fatal") => Ok(LintLevel::Fatal),
+        Some(other) => Err(format!(
+            "invalid lint level '{other}'; expected 'warn', 'fatal' or 'ignore'"
+        )),
+    }
+}
+
+/// Parses `-I` / `NIX_PATH` entries: `NAME=PATH` or `PATH`.
+fn search_entry(s: &str) -> (String, String) {
+    match s.split_once('=') {
+        Some((prefix, path)) if !prefix.contains('/') => (prefix.to_string(), path.to_string()),
+        _ => (String::new(), s.to_string()),
+    }
+}
+
+fn settings(args: &EvalArgs) -> Result<EvalSettings, String> {
+    let mut search_path: Vec<(String, String)> = args.include.iter().map(|s| search_entry(s)).collect();
+    for var in ["ROCMX_PATH", "NIX_PATH"] {
+        if let Ok(v) = std::env::var(var) {
+            search_path.extend(v.split(':').filter(|s| !s.is_empty()).map(search_entry));
+        }
+    }
+    Ok(EvalSettings {
+        search_path,
+        max_call_depth: args.max_call_depth,
+        lints: Lints {
+            url_literals: lint_level(&args.lint_url_literals)?,
+            short_path_literals: lint_level(&args.lint_short_path_literals)?,
+            absolute_path_literals: lint_level(&args.lint_absolute_path_literals)?,
+        },
+        experimental_features: args
+            .experimental
+            .iter()
+            .flat_map(|s| s.split_whitespace().map(str::to_string))
+            .collect(),
+        ..EvalSettings::default()
+    })
+}
+
+pub fn run(args: EvalArgs) -> i32 {
+    let settings = match settings(&args) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
+    if args.file.is_none() && args.expr.is_none() {
+        eprintln!("error: nothing to evaluate; give a FILE or -E EXPR");
+        return 2;
+    }
+    let mut ev = Evaluator::new(settings, Rc::new(MemStore::new()));
+    let result = evaluate(&mut ev, &args);
+    match result {
+        Ok(text) => {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{text}");
+            0
+        }
+        Err(e) => {
+            eprint!("{}", ev.sources.render(&e, args.show_trace && !args.no_show_trace));
+            1
+        }
+    }
+}
+
+fn cwd() -> PathBuf {
+    std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"))
+}
+
+fn evaluate(ev: &mut Evaluator, args: &EvalArgs) -> EResult<String> {
+    let base = cwd();
+    if args.parse {
+        match (&args.expr, &args.file) {
+            (Some(e), _) => {
+                ev.compile_source("«string»".into(), None, e.as_str().into(), &base)?;
+            }
+            (None, Some(f)) => {
+                let path = absolute(f, &base);
+                let text = read_source(&path)?;
+                let dir = path.parent().unwrap_or(Path::new("/")).to_path_buf();
+                ev.compile_source(path.display().to_string(), Some(path.clone()), text.into(), &dir)?;
+            }
+            (None, None) => unreachable!("checked by run"),
+        }
+        return Ok(String::new());
+    }
+    let root = match (&args.expr, &args.file) {
+        (Some(e), _) => ev.eval_string(e, &base)?,
+        (None, Some(f)) => {
+            let path = absolute(f, &base);
+            ev.eval_file(&path)?
+        }
+        (None, None) => unreachable!("checked by run"),
+    };
+    let auto_args = auto_args(ev, args, &base)?;
+    let mut v = root;
+    for path in &args.attr {
+        for name in split_attr_path(path)? {
+            v = auto_call(ev, &v, &auto_args)?;
+            v = select(ev, &v, &name)?;
+        }
+    }
+    v = auto_call(ev, &v, &auto_args)?;
+    if args.strict || args.json {
+        v = ev.force_deep(&v)?;
+    }
+    if args.json {
+        return rocmx_lang::builtins::value_to_json(ev, &v);
+    }
+    Ok(print::print_value(&v))
+}
+
+fn read_source(path: &Path) -> EResult<String> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| EvalError::new(ErrorKind::Io, format!("reading file '{}': {e}", path.display())))?;
+    String::from_utf8(bytes).map_err(|e| {
+        EvalError::new(
+            ErrorKind::Parse,
+            format!("file '{}' is not valid UTF-8 (at byte {})", path.display(), e.utf8_error().valid_up_to()),
+        )
+    })
+}
+
+fn absolute(f: &Path, base: &Path) -> PathBuf {
+    if f.is_absolute() {
+        f.to_path_buf()
+    } else {
+        base.join(f)
+    }
+}
+
+/// The `--arg`/`--argstr` values as a set, each `--arg` expression evaluated lazily.
+fn auto_args(ev: &mut Evaluator, args: &EvalArgs, base: &Path) -> EResult<Rc<Attrs>> {
+    let mut entries = Vec::new();
+    for pair in args.arg.chunks(2) {
+        if let [name, expr] = pair {
+            let ir = ev.compile_source(format!("«--arg {name}»"), None, expr.as_str().into(), base)?;
+            let env = ev.globals().clone();
+            let v = ev.delay(&ir, &env);
+            entries.push((Sym::new(name), v));
+        }
+    }
+    for pair in args.argstr.chunks(2) {
+        if let [name, s] = pair {
+            entries.push((Sym::new(name), Value::str(s.clone())));
+        }
+    }
+    Ok(Rc::new(Attrs::from_unsorted(entries)))
+}
+
+/// Calls a function with formals on the matching auto-arguments; other values
+/// are returned unchanged.
+fn auto_call(ev: &mut Evaluator, v: &Value, auto: &Rc<Attrs>) -> EResult<Value> {
+    let f = ev.force(v)?;
+    if let Value::Lambda(c) = &f {
+        if let rocmx_lang::eval::ir::IrParam::Formals { formals, ellipsis, .. } = &c.def.param {
+            let passed: Vec<(Sym, Value)> = if *ellipsis {
+                auto.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+            } else {
+                formals
+                    .iter()
+                    .filter_map(|(n, _)| auto.get(n).map(|v| (n.clone(), v.clone())))
+                    .collect()
+            };
+            return ev.call(&f, Value::attrs(Attrs::from_unsorted(passed)));
+        }
+    }
+    Ok(f)
+}
+
+fn split_attr_path(p: &str) -> EResult<Vec<String>> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    for c in p.chars() {
+        match c {
+            '"' => quoted = !quoted,
+            '.' if !quoted => out.push(std::mem::take(&mut cur)),
+            c => cur.push(c),
+        }
+    }
+    if quoted {
+        return Err(EvalError::new(ErrorKind::Eval, format!("missing closing quote in attribute path '{p}'")));
+    }
+    if !p.is_empty() {
+        out.push(cur);
+    }
+    Ok(out)
+}
+
+fn select(ev: &mut Evaluator, v: &Value, name: &str) -> EResult<Value> {
+    let f = ev.force(v)?;
+    match &f {
+        Value::Attrs(a) => match a.get(name) {
+            Some(x) => ev.force(&x.clone()),
+            None => Err(EvalError::new(
+                ErrorKind::Eval,
+                format!("attribute '{name}' in selection path not found"),
+            )),
+        },
+        Value::List(l) => {
+            let i: usize = name.parse().map_err(|_| {
+                EvalError::new(ErrorKind::Eval, format!("'{name}' is not a valid list index"))
+            })?;
+            match l.get(i) {
+                Some(x) => ev.force(&x.clone()),
+                None => Err(EvalError::new(ErrorKind::Eval, format!("list index {i} in selection path is out of bounds"))),
+            }
+        }
+        other => Err(EvalError::new(
+            ErrorKind::Type,
+            format!("the expression selected by the selection path '{name}' should be a set but is {}", other.type_().described()),
+        )),
+    }
+}

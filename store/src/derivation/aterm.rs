@@ -1,0 +1,657 @@
+//! The ATerm text of a derivation (`.drv` files): printing and strict parsing.
+//!
+//! Owns: the exact bytes Nix writes for a derivation (see [`super`] for the canonical form)
+//! and a parser that accepts that form only, reporting the byte offset of every fault.
+//!
+//! Must not: decide what a derivation means (paths, hashes of derivations); it maps text to
+//! [`Derivation`] and back. Never panics, whatever the text.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{Derivation, DerivationError, DerivationOutput};
+use crate::hash::{Encoding, Hash, HashAlgo, HashError};
+use crate::path::{validate_name, IngestionMethod, StorePath};
+
+/// Appends `v` as an ATerm string literal.
+fn string(out: &mut String, v: &str) {
+    out.push('"');
+    for c in v.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// Appends `[a,b,…]`, each item written by `item`.
+fn list<T>(
+    out: &mut String,
+    items: impl IntoIterator<Item = T>,
+    mut item: impl FnMut(&mut String, T),
+) {
+    out.push('[');
+    for (i, x) in items.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        item(out, x);
+    }
+    out.push(']');
+}
+
+/// The canonical ATerm text of `d`.
+pub fn print(d: &Derivation) -> String {
+    let mut s = String::with_capacity(1024);
+    s.push_str("Derive(");
+    list(&mut s, &d.outputs, |s, (name, o)| {
+        s.push('(');
+        string(s, name);
+        s.push(',');
+        string(s, &o.path().map(|p| p.to_string()).unwrap_or_default());
+        s.push(',');
+        string(s, &o.hash_algo_field());
+        s.push(',');
+        match o {
+            DerivationOutput::Fixed { hash, .. } => string(s, &hash.to_hex()),
+            DerivationOutput::Floating { .. } => string(s, ""),
+        }
+        s.push(')');
+    });
+    s.push(',');
+    list(&mut s, &d.input_drvs, |s, (path, outs)| {
+        s.push('(');
+        string(s, &path.to_string());
+        s.push(',');
+        list(s, outs, |s, o| string(s, o));
+        s.push(')');
+    });
+    s.push(',');
+    list(&mut s, &d.input_srcs, |s, p| string(s, &p.to_string()));
+    s.push(',');
+    string(&mut s, &d.system);
+    s.push(',');
+    string(&mut s, &d.builder);
+    s.push(',');
+    list(&mut s, &d.args, |s, a| string(s, a));
+    s.push(',');
+    list(&mut s, &d.env, |s, (k, v)| {
+        s.push('(');
+        string(s, k);
+        s.push(',');
+        string(s, v);
+        s.push(')');
+    });
+    s.push(')');
+    s
+}
+
+type Result<T> = std::result::Result<T, DerivationError>;
+
+/// A cursor over the text.
+struct Parser<'a> {
+    b: &'a [u8],
+    pos: usize,
+}
+
+impl Parser<'_> {
+    fn lit(&mut self, l: &'static str) -> Result<()> {
+        if self
+            .b
+            .get(self.pos..)
+            .is_some_and(|r| r.starts_with(l.as_bytes()))
+        {
+            self.pos += l.len();
+            Ok(())
+        } else {
+            Err(DerivationError::Expected {
+                offset: self.pos,
+                expected: l,
+            })
+        }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.b.get(self.pos).copied()
+    }
+
+    /// A string literal; returns its offset and value.
+    fn string(&mut self) -> Result<(usize, String)> {
+        let start = self.pos;
+        self.lit("\"")?;
+        let mut v = Vec::new();
+        loop {
+            let at = self.pos;
+            let c = self.peek().ok_or(DerivationError::Expected {
+                offset: at,
+                expected: "\"",
+            })?;
+            self.pos += 1;
+            match c {
+                b'"' => break,
+                b'\\' => {
+                    let e = self
+                        .peek()
+                        .ok_or(DerivationError::BadString { offset: at })?;
+                    self.pos += 1;
+                    v.push(match e {
+                        b'"' => b'"',
+                        b'\\' => b'\\',
+                        b'n' => b'\n',
+                        b'r' => b'\r',
+                        b't' => b'\t',
+                        _ => return Err(DerivationError::BadString { offset: at }),
+                    });
+                }
+                b'\n' | b'\r' | b'\t' => return Err(DerivationError::BadString { offset: at }),
+                c => v.push(c),
+            }
+        }
+        // Only ASCII bytes were added or removed, so this cannot fail on `&str` input.
+        let s = String::from_utf8(v).map_err(|_| DerivationError::BadString { offset: start })?;
+        Ok((start, s))
+    }
+
+    /// `[item,item,…]`.
+    fn list<T>(&mut self, mut item: impl FnMut(&mut Self) -> Result<T>) -> Result<Vec<T>> {
+        self.lit("[")?;
+        let mut out = Vec::new();
+        if self.peek() == Some(b']') {
+            self.pos += 1;
+            return Ok(out);
+        }
+        loop {
+            out.push(item(self)?);
+            if self.peek() == Some(b',') {
+                self.pos += 1;
+            } else {
+                self.lit("]")?;
+                return Ok(out);
+            }
+        }
+    }
+
+    fn store_path(&mut self) -> Result<(usize, StorePath)> {
+        let (offset, s) = self.string()?;
+        let p = StorePath::from_absolute(&s)
+            .map_err(|source| DerivationError::StorePath { offset, source })?;
+        Ok((offset, p))
+    }
+}
+
+/// Fails unless `items` (with offsets) are strictly increasing.
+fn sorted<'k, K: Ord + 'k + ToString>(
+    what: &'static str,
+    items: impl IntoIterator<Item = (usize, &'k K)>,
+) -> Result<()> {
+    let mut prev: Option<&K> = None;
+    for (offset, k) in items {
+        if let Some(p) = prev {
+            match k.cmp(p) {
+                std::cmp::Ordering::Equal => {
+                    return Err(DerivationError::Duplicate {
+                        offset,
+                        what,
+                        key: k.to_string(),
+                    })
+                }
+                std::cmp::Ordering::Less => {
+                    return Err(DerivationError::Unsorted {
+                        offset,
+                        what,
+                        key: k.to_string(),
+                    })
+                }
+                std::cmp::Ordering::Greater => {}
+            }
+        }
+        prev = Some(k);
+    }
+    Ok(())
+}
+
+fn output_name(offset: usize, name: &str) -> Result<()> {
+    if name == "drv" || validate_name(name).is_err() {
+        return Err(DerivationError::BadOutputName {
+            offset,
+            name: name.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// One output tuple `(name,path,hashAlgo,hash)`.
+fn output(p: &mut Parser<'_>) -> Result<(usize, String, DerivationOutput)> {
+    p.lit("(")?;
+    let (name_at, name) = p.string()?;
+    output_name(name_at, &name)?;
+    p.lit(",")?;
+    let (path_at, path) = p.string()?;
+    p.lit(",")?;
+    let (algo_at, algo_text) = p.string()?;
+    p.lit(",")?;
+    let (hash_at, hash_text) = p.string()?;
+    p.lit(")")?;
+    let unsupported = |reason| DerivationError::UnsupportedOutput {
+        offset: name_at,
+        output: name.clone(),
+        reason,
+    };
+    if algo_text.is_empty() {
+        return Err(unsupported(if path.is_empty() {
+            "deferred outputs are not supported"
+        } else {
+            "input-addressed outputs are not supported"
+        }));
+    }
+    let (method, bare) = match algo_text.strip_prefix("r:") {
+        Some(rest) => (IngestionMethod::Nar, rest),
+        None => (IngestionMethod::Flat, algo_text.as_str()),
+    };
+    let algo: HashAlgo = bare.parse().map_err(|_| DerivationError::BadHashAlgo {
+        offset: algo_at,
+        text: algo_text.clone(),
+    })?;
+    let o = match (path.is_empty(), hash_text.is_empty()) {
+        (true, true) => DerivationOutput::Floating { method, algo },
+        (false, false) => {
+            let path =
+                StorePath::from_absolute(&path).map_err(|source| DerivationError::StorePath {
+                    offset: path_at,
+                    source,
+                })?;
+            let hash_err = |source| DerivationError::Hash {
+                offset: hash_at,
+                source,
+            };
+            let (hash, enc) = Hash::parse_digest(&hash_text, algo).map_err(hash_err)?;
+            if enc != Encoding::Base16 || hash.to_hex() != hash_text {
+                return Err(hash_err(HashError::BadDigest {
+                    algo,
+                    encoding: enc,
+                    reason: "a derivation's output hash must be lowercase base16".into(),
+                }));
+            }
+            DerivationOutput::Fixed { method, hash, path }
+        }
+        (false, true) => return Err(unsupported("input-addressed outputs are not supported")),
+        (true, false) => return Err(unsupported("a fixed output needs its path")),
+    };
+    Ok((name_at, name, o))
+}
+
+/// Parses canonical ATerm text.
+pub fn parse(text: &str) -> Result<Derivation> {
+    let mut p = Parser {
+        b: text.as_bytes(),
+        pos: 0,
+    };
+    p.lit("Derive(")?;
+    let outputs = p.list(output)?;
+    sorted("output", outputs.iter().map(|(at, name, _)| (*at, name)))?;
+    p.lit(",")?;
+    let input_drvs = p.list(|p| {
+        p.lit("(")?;
+        let (at, path) = p.store_path()?;
+        p.lit(",")?;
+        let outs = p.list(|p| {
+            let (at, name) = p.string()?;
+            output_name(at, &name)?;
+            Ok((at, name))
+        })?;
+        sorted("output name", outs.iter().map(|(at, n)| (*at, n)))?;
+        p.lit(")")?;
+        Ok((
+            at,
+            path,
+            outs.into_iter()
+                .map(|(_, n)| n)
+                .collect::<BTreeSet<String>>(),
+        ))
+    })?;
+    sorted(
+        "input derivation",
+        input_drvs.iter().map(|(at, path, _)| (*at, path)),
+    )?;
+    p.lit(",")?;
+    let input_srcs = p.list(Parser::store_path)?;
+    sorted(
+        "input source",
+        input_srcs.iter().map(|(at, path)| (*at, path)),
+    )?;
+    p.lit(",")?;
+    let (_, system) = p.string()?;
+    p.lit(",")?;
+    let (_, builder) = p.string()?;
+    p.lit(",")?;
+    let args = p.list(|p| Ok(p.string()?.1))?;
+    p.lit(",")?;
+    let env = p.list(|p| {
+        p.lit("(")?;
+        let (at, k) = p.string()?;
+        p.lit(",")?;
+        let (_, v) = p.string()?;
+        p.lit(")")?;
+        Ok((at, k, v))
+    })?;
+    sorted(
+        "environment variable",
+        env.iter().map(|(at, k, _)| (*at, k)),
+    )?;
+    p.lit(")")?;
+    if p.pos != text.len() {
+        return Err(DerivationError::TrailingText { offset: p.pos });
+    }
+    Ok(Derivation {
+        outputs: outputs
+            .into_iter()
+            .map(|(_, n, o)| (n, o))
+            .collect::<BTreeMap<_, _>>(),
+        input_drvs: input_drvs.into_iter().map(|(_, p, o)| (p, o)).collect(),
+        input_srcs: input_srcs.into_iter().map(|(_, p)| p).collect(),
+        system,
+        builder,
+        args,
+        env: env.into_iter().map(|(_, k, v)| (k, v)).collect(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Written by Nix 2.8 (`nix-instantiate` with the logical store at `/rocmx/store`).
+    const NIX_CA: &str = r#"Derive([("dev","","r:sha256",""),("out","","r:sha256","")],[("/rocmx/store/0kc0ghh0z5xkyadhz1fl5x2qqnbl0nsx-flat.drv",["out"]),("/rocmx/store/k9qha5ky7g6b2vsn7ggz8j6fj3q3xhj4-fod.drv",["out"])],["/rocmx/store/x3lq4ksyzpc9bla2r5qfrsbnpdbrba90-src.sh"],"x86_64-linux","/bin/sh",["-c","echo \"q\" \\ \n\r\t done","/rocmx/store/x3lq4ksyzpc9bla2r5qfrsbnpdbrba90-src.sh"],[("builder","/bin/sh"),("deps","/rocmx/store/2xj7ajbylg030gib4bnlg8kmc759c4w6-fod /rocmx/store/2xj7ajbylg030gib4bnlg8kmc759c4w6-fod /rocmx/store/40kci91dz4fp2li427p16a0jzfd1hrra-flat"),("dev","/02qcpld1y6xhs5gz9bchpxaw0xdhmsp5dv88lh25r2ss44kh8dxz"),("name","ca"),("out","/1rz4g4znpzjwh1xymhjpm42vipw92pr73vdgl6xs1hycac8kf2n9"),("outputHashAlgo","sha256"),("outputHashMode","recursive"),("outputs","out dev"),("system","x86_64-linux"),("weird","ü 日本 $ {} $")])"#;
+    const NIX_FOD: &str = r#"Derive([("out","/rocmx/store/2xj7ajbylg030gib4bnlg8kmc759c4w6-fod","r:sha256","e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")],[],[],"x86_64-linux","/bin/sh",["-c","echo > $out"],[("builder","/bin/sh"),("name","fod"),("out","/rocmx/store/2xj7ajbylg030gib4bnlg8kmc759c4w6-fod"),("outputHash","0mdqa9w1p6cmli6976v4wi0sw9r4p5prkj7lzfd1877wk11c9c73"),("outputHashAlgo","sha256"),("outputHashMode","recursive"),("system","x86_64-linux")])"#;
+    const NIX_FLAT: &str = r#"Derive([("out","/rocmx/store/40kci91dz4fp2li427p16a0jzfd1hrra-flat","sha1","da39a3ee5e6b4b0d3255bfef95601890afd80709")],[],[],"x86_64-linux","/bin/sh",[],[("builder","/bin/sh"),("name","flat"),("out","/rocmx/store/40kci91dz4fp2li427p16a0jzfd1hrra-flat"),("outputHash","sha1-2jmj7l5rSw0yVb/vlWAYkK/YBwk="),("system","x86_64-linux")])"#;
+
+    #[test]
+    fn nix_written_derivations_round_trip() {
+        for text in [NIX_CA, NIX_FOD, NIX_FLAT] {
+            let d = parse(text).expect("parse");
+            assert_eq!(print(&d), text);
+        }
+        let ca = parse(NIX_CA).expect("parse");
+        assert_eq!(
+            ca.outputs["dev"],
+            DerivationOutput::Floating {
+                method: IngestionMethod::Nar,
+                algo: HashAlgo::Sha256
+            }
+        );
+        assert_eq!(ca.args[1], "echo \"q\" \\ \n\r\t done");
+        assert_eq!(ca.input_drvs.len(), 2);
+        assert_eq!(ca.env["weird"], "ü 日本 $ {} $");
+        let flat = parse(NIX_FLAT).expect("parse");
+        match &flat.outputs["out"] {
+            DerivationOutput::Fixed { method, hash, path } => {
+                assert_eq!(*method, IngestionMethod::Flat);
+                assert_eq!(hash.to_sri(), "sha1-2jmj7l5rSw0yVb/vlWAYkK/YBwk=");
+                assert_eq!(path.name(), "flat");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn prints_literal_vector() {
+        let mut d = Derivation {
+            system: "x86_64-linux".into(),
+            builder: "/bin/sh".into(),
+            args: vec!["-c".into(), "a\"b\\c\nd\re\tf".into()],
+            ..Derivation::default()
+        };
+        d.outputs.insert(
+            "out".into(),
+            DerivationOutput::Floating {
+                method: IngestionMethod::Nar,
+                algo: HashAlgo::Blake3,
+            },
+        );
+        d.env.insert("name".into(), "x".into());
+        let text = r#"Derive([("out","","r:blake3","")],[],[],"x86_64-linux","/bin/sh",["-c","a\"b\\c\nd\re\tf"],[("name","x")])"#;
+        assert_eq!(print(&d), text);
+        assert_eq!(parse(text), Ok(d));
+    }
+
+    #[test]
+    fn rejects_non_canonical_text() {
+        use DerivationError as E;
+        let base = NIX_FOD;
+        type Check = fn(&E) -> bool;
+        let cases: Vec<(String, Check)> = vec![
+            (base.replacen("Derive(", "Derive (", 1), |e| {
+                matches!(e, E::Expected { offset: 0, .. })
+            }),
+            (format!("{base}\n"), |e| matches!(e, E::TrailingText { .. })),
+            (base[..base.len() - 1].to_string(), |e| {
+                matches!(e, E::Expected { expected: ")", .. })
+            }),
+            (base.replacen("echo > $out", "echo \\x", 1), |e| {
+                matches!(e, E::BadString { .. })
+            }),
+            (base.replacen("echo > $out", "a\nb", 1), |e| {
+                matches!(e, E::BadString { .. })
+            }),
+            (base.replacen("e3b0c442", "E3B0C442", 1), |e| {
+                matches!(e, E::Hash { .. })
+            }),
+            (
+                base.replacen(
+                    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\")],",
+                    "0mdqa9w1p6cmli6976v4wi0sw9r4p5prkj7lzfd1877wk11c9c73\")],",
+                    1,
+                ),
+                |e| matches!(e, E::Hash { .. }),
+            ),
+            (base.replacen("r:sha256", "r:sha999", 1), |e| {
+                matches!(e, E::BadHashAlgo { .. })
+            }),
+            (base.replacen("r:sha256", "", 1), |e| {
+                matches!(e, E::UnsupportedOutput { .. })
+            }),
+            (
+                base.replacen("(\"out\",\"/rocmx", "(\"o u t\",\"/rocmx", 1),
+                |e| matches!(e, E::BadOutputName { .. }),
+            ),
+            (
+                base.replacen("/rocmx/store/2xj7", "/nix/store/2xj7", 1),
+                |e| matches!(e, E::StorePath { offset: 15, .. }),
+            ),
+            (
+                base.replacen(
+                    "(\"builder\",\"/bin/sh\"),(\"name\",\"fod\")",
+                    "(\"name\",\"fod\"),(\"builder\",\"/bin/sh\")",
+                    1,
+                ),
+                |e| {
+                    matches!(
+                        e,
+                        E::Unsorted {
+                            what: "environment variable",
+                            ..
+                        }
+                    )
+                },
+            ),
+            (
+                base.replacen(
+                    "(\"builder\",\"/bin/sh\"),",
+                    "(\"builder\",\"/bin/sh\"),(\"builder\",\"x\"),",
+                    1,
+                ),
+                |e| {
+                    matches!(
+                        e,
+                        E::Duplicate {
+                            what: "environment variable",
+                            ..
+                        }
+                    )
+                },
+            ),
+            (
+                NIX_CA.replacen("[\"out\"]),", "[\"out\",\"out\"]),", 1),
+                |e| {
+                    matches!(
+                        e,
+                        E::Duplicate {
+                            what: "output name",
+                            ..
+                        }
+                    )
+                },
+            ),
+            (
+                NIX_CA.replacen(
+                    "(\"dev\",\"\",\"r:sha256\",\"\"),(\"out\",\"\",\"r:sha256\",\"\")",
+                    "(\"out\",\"\",\"r:sha256\",\"\"),(\"dev\",\"\",\"r:sha256\",\"\")",
+                    1,
+                ),
+                |e| matches!(e, E::Unsorted { what: "output", .. }),
+            ),
+            (String::new(), |e| {
+                matches!(e, E::Expected { offset: 0, .. })
+            }),
+            ("Derive([(\"".to_string(), |e| {
+                matches!(e, E::Expected { .. })
+            }),
+            ("Derive([(\"out\\".to_string(), |e| {
+                matches!(e, E::BadString { .. })
+            }),
+        ];
+        for (text, ok) in cases {
+            match parse(&text) {
+                Ok(_) => panic!("accepted {text:?}"),
+                Err(e) => assert!(ok(&e), "wrong error {e:?} for {text:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn every_prefix_is_rejected_without_panic() {
+        for end in 0..NIX_CA.len() {
+            if let Some(prefix) = NIX_CA.get(..end) {
+                assert!(parse(prefix).is_err());
+            }
+        }
+    }
+
+    /// Has Nix 2.8 write derivations (logical store `/rocmx/store`, physical root in a
+    /// temporary directory) and checks that each parses and prints back to the same bytes,
+    /// and that `to_json` equals `nix show-derivation`.
+    #[test]
+    fn nix_instantiate_oracle() {
+        use std::process::Command;
+        let Ok(tmp) = tempfile::tempdir() else { return };
+        let expr = tmp.path().join("d.nix");
+        let nix = r#"
+          let
+            fod = derivation { name = "fod"; system = "x86_64-linux"; builder = "/bin/sh";
+              args = ["-c" "echo > $out"]; outputHashMode = "recursive";
+              outputHashAlgo = "sha256"; outputHash = "sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="; };
+            flat = derivation { name = "flat"; system = "x86_64-linux"; builder = "/bin/sh";
+              outputHash = "sha512-z4PhNX7vuL3xVChQ1m2AB9Yg5AULVxXcg/SpIdNs6c5H0NE8XYXysP+DGNKHfuwvY7kxvUdBeoGlODJ6+SfaPg=="; };
+            src = builtins.toFile "src.sh" "echo \"hi\"\n\ttab\\";
+          in derivation {
+            name = "ca"; system = "x86_64-linux"; builder = "/bin/sh";
+            args = [ "-c" "echo \"q\" \\ \n\r\t done" src ];
+            __contentAddressed = true; outputHashMode = "recursive"; outputHashAlgo = "sha256";
+            outputs = [ "out" "dev" "bin" ];
+            deps = [ fod fod.out flat ];
+            weird = "ü 日本 \$ {} $ \" '' ";
+          }
+        "#;
+        if std::fs::write(&expr, nix).is_err() {
+            return;
+        }
+        let store = format!(
+            "local?root={}&store=/rocmx/store",
+            tmp.path().join("root").display()
+        );
+        let Ok(out) = Command::new("nix-instantiate")
+            .args([
+                "--extra-experimental-features",
+                "ca-derivations",
+                "--store",
+                &store,
+            ])
+            .arg(&expr)
+            .output()
+        else {
+            println!("nix-instantiate not on PATH: skipping the Nix derivation oracle");
+            return;
+        };
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let top = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let phys = tmp.path().join("root/nix/store");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(&phys).expect("physical store") {
+            let path = entry.expect("entry").path();
+            if path.extension().and_then(|e| e.to_str()) != Some("drv") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).expect("read drv");
+            let d = parse(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert_eq!(print(&d), text);
+            seen += 1;
+            let Some(base) = path.file_name().and_then(|n| n.to_str()) else {
+                continue;
+            };
+            let logical = format!("/rocmx/store/{base}");
+            let shown = Command::new("nix")
+                .args([
+                    "--extra-experimental-features",
+                    "nix-command ca-derivations",
+                ])
+                .args(["show-derivation", "--store", &store, &logical])
+                .output()
+                .expect("nix show-derivation");
+            assert!(
+                shown.status.success(),
+                "{}",
+                String::from_utf8_lossy(&shown.stderr)
+            );
+            let json: serde_json::Value = serde_json::from_slice(&shown.stdout).expect("json");
+            assert_eq!(json[&logical], d.to_json(), "{logical}");
+        }
+        assert_eq!(seen, 3, "expected three derivations (top-level: {top})");
+    }
+
+    #[test]
+    fn mutated_text_never_panics_and_accepted_text_is_canonical() {
+        let mut state = 0x1234_5678_9abc_def0u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let alphabet = ['"', '\\', ',', '(', ')', '[', ']', 'n', 'a', 'é', '\n'];
+        for _ in 0..3000 {
+            let mut chars: Vec<char> = NIX_CA.chars().collect();
+            for _ in 0..1 + next() % 3 {
+                let at = (next() % chars.len() as u64) as usize;
+                match next() % 3 {
+                    0 => chars[at] = alphabet[(next() % alphabet.len() as u64) as usize],
+                    1 => {
+                        chars.remove(at);
+                    }
+                    _ => chars.insert(at, alphabet[(next() % alphabet.len() as u64) as usize]),
+                }
+            }
+            let text: String = chars.into_iter().collect();
+            if let Ok(d) = parse(&text) {
+                assert_eq!(print(&d), text);
+            }
+        }
+    }
+}

@@ -1,0 +1,41 @@
+//! rocmx-store: rocmx's formats and (later) its local store.
+//!
+//! Owns: hashes and their encodings ([`hash`], [`nixbase32`]), store paths and the
+//! fingerprint that derives their hash parts ([`path`]), the NAR archive format ([`nar`]),
+//! hashing build outputs modulo self-references ([`modulo`]) and the derivation model with
+//! its ATerm and JSON forms ([`derivation`]).
+//!
+//! Must not: depend on any other rocmx crate, evaluate expressions or run builds.
+//!
+//! # Recipes
+//!
+//! ```no_run
+//! use std::collections::BTreeSet;
+//! use rocmx_store::{nar, ContentAddress, Derivation, Hash, HashAlgo, StorePath};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // A file or tree copied into the store (`./src`, `builtins.path`): kind `source`.
+//! let (nar_hash, _nar_size) = nar::hash_path("./src".as_ref(), HashAlgo::Blake3)?;
+//! let src = StorePath::from_ca("src", &ContentAddress::Source { nar_hash, references: BTreeSet::new() })?;
+//!
+//! // `builtins.toFile "name" text`: kind `text`, references from the string context.
+//! let text = StorePath::from_ca("name", &ContentAddress::text(b"hello", BTreeSet::new()))?;
+//!
+//! // A derivation: its `.drv` path, then its outputs' paths (fixed, or placeholders).
+//! let drv: Derivation = Derivation::default();
+//! let drv_path = drv.store_path("hello")?;
+//! let outs = drv.output_paths(&drv_path, "hello")?;
+//! # let _ = (src, text, outs); Ok(()) }
+//! ```
+
+pub mod derivation;
+pub mod hash;
+pub mod modulo;
+pub mod nar;
+pub mod nixbase32;
+pub mod path;
+
+pub use derivation::{Derivation, DerivationError, DerivationOutput};
+pub use hash::{Encoding, Hash, HashAlgo, HashError, Hasher, HashingWriter};
+pub use modulo::ModuloHasher;
+pub use nar::NarError;
+pub use path::{ContentAddress, IngestionMethod, StorePath, StorePathError, STORE_DIR};
