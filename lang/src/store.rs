@@ -31,11 +31,22 @@ pub trait EvalStore {
     /// Copies `src` (file, directory or symlink) into the store as a `source`
     /// object named `name`, keeping only entries `filter` accepts. Returns the
     /// absolute store path.
-    fn add_path(&self, src: &Path, name: &str, filter: Option<&mut PathFilter<'_>>) -> EResult<String>;
+    fn add_path(
+        &self,
+        src: &Path,
+        name: &str,
+        filter: Option<&mut PathFilter<'_>>,
+    ) -> EResult<String>;
 
     /// Adds `src` as a fixed-output object with the given ingestion method and
     /// expected hash (`builtins.path { sha256 = …; }`); errors on mismatch.
-    fn add_fixed(&self, src: &Path, name: &str, method: IngestionMethod, expected: &Hash) -> EResult<String>;
+    fn add_fixed(
+        &self,
+        src: &Path,
+        name: &str,
+        method: IngestionMethod,
+        expected: &Hash,
+    ) -> EResult<String>;
 
     /// Adds a text object (`toFile`, `.drv`) that refers to `refs`.
     fn add_text(&self, name: &str, text: &str, refs: &BTreeSet<String>) -> EResult<String>;
@@ -74,9 +85,16 @@ impl MemStore {
     fn text_dir(&self) -> EResult<PathBuf> {
         let mut t = self.texts.borrow_mut();
         if t.is_none() {
-            *t = Some(tempfile::Builder::new().prefix("rocmx-eval-").tempdir().map_err(store_err)?);
+            *t = Some(
+                tempfile::Builder::new()
+                    .prefix("rocmx-eval-")
+                    .tempdir()
+                    .map_err(store_err)?,
+            );
         }
-        Ok(t.as_ref().map(|d| d.path().to_path_buf()).unwrap_or_default())
+        Ok(t.as_ref()
+            .map(|d| d.path().to_path_buf())
+            .unwrap_or_default())
     }
 }
 
@@ -87,18 +105,19 @@ pub fn nar_of(src: &Path, filter: Option<&mut PathFilter<'_>>) -> EResult<Vec<u8
         None => rocmx_store::nar::dump_path(src, &mut out).map_err(store_err),
         Some(f) => {
             let mut err = None;
-            let r = rocmx_store::nar::dump_path_filtered(src, &mut out, &mut |p: &Path, kind: &str| {
-                if err.is_some() {
-                    return false;
-                }
-                match f(p, kind) {
-                    Ok(b) => b,
-                    Err(e) => {
-                        err = Some(e);
-                        false
+            let r =
+                rocmx_store::nar::dump_path_filtered(src, &mut out, &mut |p: &Path, kind: &str| {
+                    if err.is_some() {
+                        return false;
                     }
-                }
-            });
+                    match f(p, kind) {
+                        Ok(b) => b,
+                        Err(e) => {
+                            err = Some(e);
+                            false
+                        }
+                    }
+                });
             if let Some(e) = err {
                 return Err(e);
             }
@@ -114,7 +133,12 @@ pub fn nar_of(src: &Path, filter: Option<&mut PathFilter<'_>>) -> EResult<Vec<u8
 }
 
 impl EvalStore for MemStore {
-    fn add_path(&self, src: &Path, name: &str, filter: Option<&mut PathFilter<'_>>) -> EResult<String> {
+    fn add_path(
+        &self,
+        src: &Path,
+        name: &str,
+        filter: Option<&mut PathFilter<'_>>,
+    ) -> EResult<String> {
         // A path already inside the store is not copied again.
         if let Some(real) = self.realise_path(src) {
             if src.parent() == Some(Path::new(STORE_DIR)) && filter.is_none() {
@@ -134,10 +158,17 @@ impl EvalStore for MemStore {
         Ok(abs)
     }
 
-    fn add_fixed(&self, src: &Path, name: &str, method: IngestionMethod, expected: &Hash) -> EResult<String> {
+    fn add_fixed(
+        &self,
+        src: &Path,
+        name: &str,
+        method: IngestionMethod,
+        expected: &Hash,
+    ) -> EResult<String> {
         let real = self.realise_path(src).unwrap_or_else(|| src.to_path_buf());
         let data = match method {
-            IngestionMethod::Flat => std::fs::read(&real).map_err(|e| store_err(format!("reading '{}': {e}", src.display())))?,
+            IngestionMethod::Flat => std::fs::read(&real)
+                .map_err(|e| store_err(format!("reading '{}': {e}", src.display())))?,
             _ => nar_of(&real, None)?,
         };
         let actual = Hash::digest(expected.algo(), &data);

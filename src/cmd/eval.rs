@@ -93,7 +93,8 @@ fn search_entry(s: &str) -> (String, String) {
 }
 
 fn settings(args: &EvalArgs) -> Result<EvalSettings, String> {
-    let mut search_path: Vec<(String, String)> = args.include.iter().map(|s| search_entry(s)).collect();
+    let mut search_path: Vec<(String, String)> =
+        args.include.iter().map(|s| search_entry(s)).collect();
     for var in ["ROCMX_PATH", "NIX_PATH"] {
         if let Ok(v) = std::env::var(var) {
             search_path.extend(v.split(':').filter(|s| !s.is_empty()).map(search_entry));
@@ -137,7 +138,11 @@ pub fn run(args: EvalArgs) -> i32 {
             0
         }
         Err(e) => {
-            eprint!("{}", ev.sources.render(&e, args.show_trace && !args.no_show_trace));
+            eprint!(
+                "{}",
+                ev.sources
+                    .render(&e, args.show_trace && !args.no_show_trace)
+            );
             1
         }
     }
@@ -158,7 +163,12 @@ fn evaluate(ev: &mut Evaluator, args: &EvalArgs) -> EResult<String> {
                 let path = absolute(f, &base);
                 let text = read_source(&path)?;
                 let dir = path.parent().unwrap_or(Path::new("/")).to_path_buf();
-                ev.compile_source(path.display().to_string(), Some(path.clone()), text.into(), &dir)?;
+                ev.compile_source(
+                    path.display().to_string(),
+                    Some(path.clone()),
+                    text.into(),
+                    &dir,
+                )?;
             }
             (None, None) => unreachable!("checked by run"),
         }
@@ -191,12 +201,20 @@ fn evaluate(ev: &mut Evaluator, args: &EvalArgs) -> EResult<String> {
 }
 
 fn read_source(path: &Path) -> EResult<String> {
-    let bytes = std::fs::read(path)
-        .map_err(|e| EvalError::new(ErrorKind::Io, format!("reading file '{}': {e}", path.display())))?;
+    let bytes = std::fs::read(path).map_err(|e| {
+        EvalError::new(
+            ErrorKind::Io,
+            format!("reading file '{}': {e}", path.display()),
+        )
+    })?;
     String::from_utf8(bytes).map_err(|e| {
         EvalError::new(
             ErrorKind::Parse,
-            format!("file '{}' is not valid UTF-8 (at byte {})", path.display(), e.utf8_error().valid_up_to()),
+            format!(
+                "file '{}' is not valid UTF-8 (at byte {})",
+                path.display(),
+                e.utf8_error().valid_up_to()
+            ),
         )
     })
 }
@@ -214,7 +232,8 @@ fn auto_args(ev: &mut Evaluator, args: &EvalArgs, base: &Path) -> EResult<Rc<Att
     let mut entries = Vec::new();
     for pair in args.arg.chunks(2) {
         if let [name, expr] = pair {
-            let ir = ev.compile_source(format!("«--arg {name}»"), None, expr.as_str().into(), base)?;
+            let ir =
+                ev.compile_source(format!("«--arg {name}»"), None, expr.as_str().into(), base)?;
             let env = ev.globals().clone();
             let v = ev.delay(&ir, &env);
             entries.push((Sym::new(name), v));
@@ -233,7 +252,10 @@ fn auto_args(ev: &mut Evaluator, args: &EvalArgs, base: &Path) -> EResult<Rc<Att
 fn auto_call(ev: &mut Evaluator, v: &Value, auto: &Rc<Attrs>) -> EResult<Value> {
     let f = ev.force(v)?;
     if let Value::Lambda(c) = &f {
-        if let rocmx_lang::eval::ir::IrParam::Formals { formals, ellipsis, .. } = &c.def.param {
+        if let rocmx_lang::eval::ir::IrParam::Formals {
+            formals, ellipsis, ..
+        } = &c.def.param
+        {
             let passed: Vec<(Sym, Value)> = if *ellipsis {
                 auto.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
             } else {
@@ -260,7 +282,10 @@ fn split_attr_path(p: &str) -> EResult<Vec<String>> {
         }
     }
     if quoted {
-        return Err(EvalError::new(ErrorKind::Eval, format!("missing closing quote in attribute path '{p}'")));
+        return Err(EvalError::new(
+            ErrorKind::Eval,
+            format!("missing closing quote in attribute path '{p}'"),
+        ));
     }
     if !p.is_empty() {
         out.push(cur);
@@ -280,16 +305,25 @@ fn select(ev: &mut Evaluator, v: &Value, name: &str) -> EResult<Value> {
         },
         Value::List(l) => {
             let i: usize = name.parse().map_err(|_| {
-                EvalError::new(ErrorKind::Eval, format!("'{name}' is not a valid list index"))
+                EvalError::new(
+                    ErrorKind::Eval,
+                    format!("'{name}' is not a valid list index"),
+                )
             })?;
             match l.get(i) {
                 Some(x) => ev.force(&x.clone()),
-                None => Err(EvalError::new(ErrorKind::Eval, format!("list index {i} in selection path is out of bounds"))),
+                None => Err(EvalError::new(
+                    ErrorKind::Eval,
+                    format!("list index {i} in selection path is out of bounds"),
+                )),
             }
         }
         other => Err(EvalError::new(
             ErrorKind::Type,
-            format!("the expression selected by the selection path '{name}' should be a set but is {}", other.type_().described()),
+            format!(
+                "the expression selected by the selection path '{name}' should be a set but is {}",
+                other.type_().described()
+            ),
         )),
     }
 }

@@ -49,48 +49,55 @@ pub(crate) fn lazy_apply2(f: &Value, name: &str, v: Value) -> Value {
 }
 
 fn attr_names(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
-    let set = ev
-        .expect_attrs(&a[0])
-        .frame(None, || "while evaluating the argument passed to builtins.attrNames".into())?;
-    Ok(Value::list(set.keys().map(|k| Value::str(k.as_str())).collect()))
+    let set = ev.expect_attrs(&a[0]).frame(None, || {
+        "while evaluating the argument passed to builtins.attrNames".into()
+    })?;
+    Ok(Value::list(
+        set.keys().map(|k| Value::str(k.as_str())).collect(),
+    ))
 }
 
 fn attr_values(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
-    let set = ev
-        .expect_attrs(&a[0])
-        .frame(None, || "while evaluating the argument passed to builtins.attrValues".into())?;
+    let set = ev.expect_attrs(&a[0]).frame(None, || {
+        "while evaluating the argument passed to builtins.attrValues".into()
+    })?;
     Ok(Value::list(set.values().cloned().collect()))
 }
 
 fn get_attr(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
-    let name = expect_string_no_ctx(ev, &a[0])
-        .frame(None, || "while evaluating the first argument passed to builtins.getAttr".into())?;
-    let set = ev
-        .expect_attrs(&a[1])
-        .frame(None, || "while evaluating the second argument passed to builtins.getAttr".into())?;
+    let name = expect_string_no_ctx(ev, &a[0]).frame(None, || {
+        "while evaluating the first argument passed to builtins.getAttr".into()
+    })?;
+    let set = ev.expect_attrs(&a[1]).frame(None, || {
+        "while evaluating the second argument passed to builtins.getAttr".into()
+    })?;
     match set.get(name.as_str()) {
         Some(v) => {
             let v = v.clone();
             ev.force(&v)
         }
-        None => Err(EvalError::new(ErrorKind::Eval, format!("attribute '{}' missing", name.as_str())))
-            .frame(None, || "in the attribute set under consideration".into()),
+        None => Err(EvalError::new(
+            ErrorKind::Eval,
+            format!("attribute '{}' missing", name.as_str()),
+        ))
+        .frame(None, || "in the attribute set under consideration".into()),
     }
 }
 
 fn has_attr(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
-    let name = expect_string_no_ctx(ev, &a[0])
-        .frame(None, || "while evaluating the first argument passed to builtins.hasAttr".into())?;
-    let set = ev
-        .expect_attrs(&a[1])
-        .frame(None, || "while evaluating the second argument passed to builtins.hasAttr".into())?;
+    let name = expect_string_no_ctx(ev, &a[0]).frame(None, || {
+        "while evaluating the first argument passed to builtins.hasAttr".into()
+    })?;
+    let set = ev.expect_attrs(&a[1]).frame(None, || {
+        "while evaluating the second argument passed to builtins.hasAttr".into()
+    })?;
     Ok(Value::Bool(set.contains(name.as_str())))
 }
 
 fn map_attrs(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
-    let set = ev
-        .expect_attrs(&a[1])
-        .frame(None, || "while evaluating the second argument passed to builtins.mapAttrs".into())?;
+    let set = ev.expect_attrs(&a[1]).frame(None, || {
+        "while evaluating the second argument passed to builtins.mapAttrs".into()
+    })?;
     let f = &a[0];
     let out: Vec<(Sym, Value)> = set
         .iter()
@@ -100,16 +107,17 @@ fn map_attrs(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 }
 
 fn remove_attrs(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
-    let set = ev
-        .expect_attrs(&a[0])
-        .frame(None, || "while evaluating the first argument passed to builtins.removeAttrs".into())?;
-    let names = ev
-        .expect_list(&a[1])
-        .frame(None, || "while evaluating the second argument passed to builtins.removeAttrs".into())?;
+    let set = ev.expect_attrs(&a[0]).frame(None, || {
+        "while evaluating the first argument passed to builtins.removeAttrs".into()
+    })?;
+    let names = ev.expect_list(&a[1]).frame(None, || {
+        "while evaluating the second argument passed to builtins.removeAttrs".into()
+    })?;
     let mut present: Vec<NixString> = Vec::new();
     for n in names.iter() {
         let s = expect_string_no_ctx(ev, n).frame(None, || {
-            "while evaluating the values of the second argument passed to builtins.removeAttrs".into()
+            "while evaluating the values of the second argument passed to builtins.removeAttrs"
+                .into()
         })?;
         if set.contains(s.as_str()) {
             present.push(s);
@@ -142,12 +150,12 @@ fn remove_attrs(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 }
 
 fn intersect_attrs(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
-    let left = ev
-        .expect_attrs(&a[0])
-        .frame(None, || "while evaluating the first argument passed to builtins.intersectAttrs".into())?;
-    let right = ev
-        .expect_attrs(&a[1])
-        .frame(None, || "while evaluating the second argument passed to builtins.intersectAttrs".into())?;
+    let left = ev.expect_attrs(&a[0]).frame(None, || {
+        "while evaluating the first argument passed to builtins.intersectAttrs".into()
+    })?;
+    let right = ev.expect_attrs(&a[1]).frame(None, || {
+        "while evaluating the second argument passed to builtins.intersectAttrs".into()
+    })?;
     // Iterate the smaller set (in name order), look names up in the bigger one;
     // values always come from the right-hand set.
     let out: Vec<(Sym, Value)> = if left.len() < right.len() {
@@ -187,23 +195,56 @@ mod tests {
 
     #[test]
     fn names_and_values() {
-        assert_eq!(ok("builtins.attrNames { y = 1; x = 2; \"a b\" = 3; }"), "[ \"a b\" \"x\" \"y\" ]");
-        assert_eq!(ok("builtins.attrValues { y = 1; x = 2; \"a b\" = 3; }"), "[ 3 2 1 ]");
+        assert_eq!(
+            ok("builtins.attrNames { y = 1; x = 2; \"a b\" = 3; }"),
+            "[ \"a b\" \"x\" \"y\" ]"
+        );
+        assert_eq!(
+            ok("builtins.attrValues { y = 1; x = 2; \"a b\" = 3; }"),
+            "[ 3 2 1 ]"
+        );
         assert_eq!(ok("builtins.attrNames { }"), "[ ]");
         // Values stay lazy.
-        assert_eq!(ok("builtins.length (builtins.attrValues { a = throw \"no\"; })"), "1");
-        fails("builtins.attrNames [ ]", "error: expected a set but found a list");
-        fails("builtins.attrValues 1", "error: expected a set but found an integer: 1");
+        assert_eq!(
+            ok("builtins.length (builtins.attrValues { a = throw \"no\"; })"),
+            "1"
+        );
+        fails(
+            "builtins.attrNames [ ]",
+            "error: expected a set but found a list",
+        );
+        fails(
+            "builtins.attrValues 1",
+            "error: expected a set but found an integer: 1",
+        );
     }
 
     #[test]
     fn get_and_has() {
-        assert_eq!(ok("builtins.getAttr \"x\" { x = 1; y = throw \"no\"; }"), "1");
-        assert_eq!(ok("[ (builtins.hasAttr \"x\" { x = 1; }) (builtins.hasAttr \"z\" { x = 1; }) ]"), "[ true false ]");
-        fails("builtins.getAttr \"foo\" { }", "error: attribute 'foo' missing");
-        fails("builtins.getAttr [ ] [ ]", "error: expected a string but found a list");
-        fails("builtins.getAttr \"foo\" [ ]", "error: expected a set but found a list");
-        fails("builtins.hasAttr \"foo\" [ ]", "error: expected a set but found a list");
+        assert_eq!(
+            ok("builtins.getAttr \"x\" { x = 1; y = throw \"no\"; }"),
+            "1"
+        );
+        assert_eq!(
+            ok("[ (builtins.hasAttr \"x\" { x = 1; }) (builtins.hasAttr \"z\" { x = 1; }) ]"),
+            "[ true false ]"
+        );
+        fails(
+            "builtins.getAttr \"foo\" { }",
+            "error: attribute 'foo' missing",
+        );
+        fails(
+            "builtins.getAttr [ ] [ ]",
+            "error: expected a string but found a list",
+        );
+        fails(
+            "builtins.getAttr \"foo\" [ ]",
+            "error: expected a set but found a list",
+        );
+        fails(
+            "builtins.hasAttr \"foo\" [ ]",
+            "error: expected a set but found a list",
+        );
     }
 
     #[test]
@@ -213,31 +254,67 @@ mod tests {
             "{ x = \"x-foo\"; y = \"y-bar\"; }"
         );
         // Lazy in each value, and in the function.
-        assert_eq!(ok("(builtins.mapAttrs (n: v: v * 10) { a = 1; b = throw \"no\"; }).a"), "10");
-        assert_eq!(ok("builtins.attrNames (builtins.mapAttrs \"\" { a = 1; })"), "[ \"a\" ]");
-        fails("builtins.mapAttrs [ ] [ ]", "error: expected a set but found a list");
-        fails("builtins.mapAttrs \"\" { foo.bar = 1; }", "error: attempt to call something which is not a function but a string");
+        assert_eq!(
+            ok("(builtins.mapAttrs (n: v: v * 10) { a = 1; b = throw \"no\"; }).a"),
+            "10"
+        );
+        assert_eq!(
+            ok("builtins.attrNames (builtins.mapAttrs \"\" { a = 1; })"),
+            "[ \"a\" ]"
+        );
+        fails(
+            "builtins.mapAttrs [ ] [ ]",
+            "error: expected a set but found a list",
+        );
+        fails(
+            "builtins.mapAttrs \"\" { foo.bar = 1; }",
+            "error: attempt to call something which is not a function but a string",
+        );
     }
 
     #[test]
     fn remove_attrs() {
-        assert_eq!(ok("removeAttrs { x = 1; y = 2; z = 3; } [ \"a\" \"x\" \"z\" ]"), "{ y = 2; }");
+        assert_eq!(
+            ok("removeAttrs { x = 1; y = 2; z = 3; } [ \"a\" \"x\" \"z\" ]"),
+            "{ y = 2; }"
+        );
         assert_eq!(ok("removeAttrs { x = 1; } [ ]"), "{ x = 1; }");
         assert_eq!(
             ok("builtins.attrNames (removeAttrs (builtins.listToAttrs (builtins.genList (i: { name = \"k${toString i}\"; value = i; }) 40)) [ \"k1\" \"k10\" \"k5\" ])"),
             ok("builtins.filter (n: n != \"k1\" && n != \"k10\" && n != \"k5\") (builtins.attrNames (builtins.listToAttrs (builtins.genList (i: { name = \"k${toString i}\"; value = i; }) 40)))")
         );
-        fails("removeAttrs \"\" \"\"", "error: expected a set but found a string: \"\"");
-        fails("removeAttrs { } [ 1 ]", "error: expected a string but found an integer: 1");
-        fails("(removeAttrs { x = 1; y = 2; } [ \"x\" ]).x", "attribute 'x' missing");
+        fails(
+            "removeAttrs \"\" \"\"",
+            "error: expected a set but found a string: \"\"",
+        );
+        fails(
+            "removeAttrs { } [ 1 ]",
+            "error: expected a string but found an integer: 1",
+        );
+        fails(
+            "(removeAttrs { x = 1; y = 2; } [ \"x\" ]).x",
+            "attribute 'x' missing",
+        );
     }
 
     #[test]
     fn intersect_attrs() {
-        assert_eq!(ok("builtins.intersectAttrs { a = abort \"l\"; b = 1; } { a = 1; c = 3; }"), "{ a = 1; }");
+        assert_eq!(
+            ok("builtins.intersectAttrs { a = abort \"l\"; b = 1; } { a = 1; c = 3; }"),
+            "{ a = 1; }"
+        );
         assert_eq!(ok("builtins.intersectAttrs { a = 1; } { b = 2; }"), "{ }");
-        assert_eq!(ok("builtins.intersectAttrs { a = 1; b = 2; c = 3; } { b = \"x\"; }"), "{ b = \"x\"; }");
-        fails("builtins.intersectAttrs [ ] [ ]", "error: expected a set but found a list");
-        fails("builtins.intersectAttrs { } [ ]", "error: expected a set but found a list");
+        assert_eq!(
+            ok("builtins.intersectAttrs { a = 1; b = 2; c = 3; } { b = \"x\"; }"),
+            "{ b = \"x\"; }"
+        );
+        fails(
+            "builtins.intersectAttrs [ ] [ ]",
+            "error: expected a set but found a list",
+        );
+        fails(
+            "builtins.intersectAttrs { } [ ]",
+            "error: expected a set but found a list",
+        );
     }
 }

@@ -55,7 +55,10 @@ fn abort(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let msg = ev.coerce_to_string(&a[0], CoerceMode::Interpolation)?;
     Err(EvalError::new(
         ErrorKind::Abort,
-        format!("evaluation aborted with the following error message: '{}'", msg.as_str()),
+        format!(
+            "evaluation aborted with the following error message: '{}'",
+            msg.as_str()
+        ),
     ))
 }
 
@@ -170,11 +173,20 @@ fn scoped_import(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     if p.is_dir() {
         p.push("default.nix");
     }
-    let text = std::fs::read_to_string(&p)
-        .map_err(|e| EvalError::new(ErrorKind::Io, format!("reading file '{}': {e}", p.display())))?;
+    let text = std::fs::read_to_string(&p).map_err(|e| {
+        EvalError::new(
+            ErrorKind::Io,
+            format!("reading file '{}': {e}", p.display()),
+        )
+    })?;
     let base = p.parent().unwrap_or(Path::new("/")).to_path_buf();
     let wrapped = format!("__scope__: with __scope__; ({text}\n)");
-    let f = ev.compile_source(p.display().to_string(), Some(p.clone()), wrapped.into(), &base)?;
+    let f = ev.compile_source(
+        p.display().to_string(),
+        Some(p.clone()),
+        wrapped.into(),
+        &base,
+    )?;
     let env = ev.globals().clone();
     let fv = ev.eval(&f, &env)?;
     ev.call(&fv, Value::Attrs(scope))
@@ -191,9 +203,15 @@ fn find_file(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
             None => String::new(),
         };
         let Some(path) = e.get("path").cloned() else {
-            return Err(EvalError::new(ErrorKind::Eval, "attribute 'path' missing in search path entry"));
+            return Err(EvalError::new(
+                ErrorKind::Eval,
+                "attribute 'path' missing in search path entry",
+            ));
         };
-        let path = ev.coerce_to_string(&path, CoerceMode::NoCopy)?.as_str().to_string();
+        let path = ev
+            .coerce_to_string(&path, CoerceMode::NoCopy)?
+            .as_str()
+            .to_string();
         let rest = if prefix.is_empty() {
             Some(name.as_str())
         } else if name == prefix {
@@ -213,9 +231,9 @@ fn find_file(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
             std::env::current_dir().unwrap_or_default().join(candidate)
         };
         if candidate.exists() {
-            return Ok(Value::Path(std::rc::Rc::new(crate::eval::compile::canon_path(
-                &candidate.to_string_lossy(),
-            ))));
+            return Ok(Value::Path(std::rc::Rc::new(
+                crate::eval::compile::canon_path(&candidate.to_string_lossy()),
+            )));
         }
     }
     Err(EvalError::new(

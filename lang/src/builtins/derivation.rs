@@ -74,9 +74,9 @@ fn derivation_strict(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
         .get("name")
         .cloned()
         .ok_or_else(|| err("attribute 'name' missing"))?;
-    let name = ev
-        .expect_string(&name_v)
-        .frame(None, || "while evaluating the `name` attribute passed to builtins.derivationStrict".into())?;
+    let name = ev.expect_string(&name_v).frame(None, || {
+        "while evaluating the `name` attribute passed to builtins.derivationStrict".into()
+    })?;
     let name = name.as_str().to_string();
     build(ev, &attrs, &name).frame(None, || format!("while evaluating derivation '{name}'"))
 }
@@ -112,16 +112,18 @@ fn build(ev: &mut Evaluator, attrs: &Attrs, name: &str) -> EResult<Value> {
         if !is_env_attr(key) {
             continue;
         }
-        let forced = ev
-            .force(v)
-            .frame(None, || format!("while evaluating attribute '{key}' of derivation '{name}'"))?;
+        let forced = ev.force(v).frame(None, || {
+            format!("while evaluating attribute '{key}' of derivation '{name}'")
+        })?;
         if ignore_nulls && matches!(forced, Value::Null) {
             continue;
         }
         let coerce = |ev: &mut Evaluator, v: &Value, ctx: &mut Context| -> EResult<String> {
             let s = ev
                 .coerce_to_string(v, CoerceMode::ToStringCopy)
-                .frame(None, || format!("while evaluating attribute '{key}' of derivation '{name}'"))?;
+                .frame(None, || {
+                    format!("while evaluating attribute '{key}' of derivation '{name}'")
+                })?;
             ctx.extend(s.context());
             Ok(s.as_str().to_string())
         };
@@ -219,7 +221,9 @@ fn build(ev: &mut Evaluator, attrs: &Attrs, name: &str) -> EResult<Value> {
     let mut drv_outputs = BTreeMap::new();
     if let Some(h) = output_hash {
         if outputs != ["out"] {
-            return Err(err("multiple outputs are not supported in fixed-output derivations"));
+            return Err(err(
+                "multiple outputs are not supported in fixed-output derivations",
+            ));
         }
         let method = match output_hash_mode.as_deref() {
             None | Some("flat") => IngestionMethod::Flat,
@@ -259,9 +263,13 @@ fn build(ev: &mut Evaluator, attrs: &Attrs, name: &str) -> EResult<Value> {
         env,
     };
     let refs: BTreeSet<String> = drv.references().iter().map(|p| p.to_absolute()).collect();
-    let drv_path_s = ev.store.add_text(&format!("{name}.drv"), &drv.to_aterm(), &refs)?;
+    let drv_path_s = ev
+        .store
+        .add_text(&format!("{name}.drv"), &drv.to_aterm(), &refs)?;
     let drv_path = parse_store_path(&drv_path_s)?;
-    let out_paths = drv.output_paths(&drv_path, name).map_err(|e| err(e.to_string()))?;
+    let out_paths = drv
+        .output_paths(&drv_path, name)
+        .map_err(|e| err(e.to_string()))?;
 
     let mut result: Vec<(Sym, Value)> = Vec::new();
     result.push((
@@ -295,7 +303,11 @@ fn read_drv_outputs(ev: &mut Evaluator, drv: &str) -> EResult<Vec<String>> {
     let real = ev
         .store
         .realise_path(std::path::Path::new(drv))
-        .ok_or_else(|| err(format!("derivation '{drv}' is not known to this evaluation")))?;
+        .ok_or_else(|| {
+            err(format!(
+                "derivation '{drv}' is not known to this evaluation"
+            ))
+        })?;
     let text = std::fs::read_to_string(&real).map_err(|e| err(format!("reading '{drv}': {e}")))?;
     let d = Derivation::parse(&text).map_err(|e| err(format!("parsing '{drv}': {e}")))?;
     Ok(d.outputs.keys().cloned().collect())

@@ -17,6 +17,7 @@ use rocmx_store::{ContentAddress, Hash, HashAlgo, IngestionMethod, StorePath};
 use super::op;
 use crate::eval::compile::canon_path;
 use crate::eval::{CoerceMode, EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
+use crate::store::PathFilter;
 use crate::value::{Attrs, Context, ContextElem, NixString, PrimOp, Sym, Value};
 
 pub(crate) static BUILTINS: &[PrimOp] = &[
@@ -31,9 +32,13 @@ pub(crate) static BUILTINS: &[PrimOp] = &[
     op("toPath", 1, to_path),
     op("storePath", 1, store_path),
     op("fetchurl", 1, fetchurl),
-    op("fetchTarball", 1, |ev, a| refuse_fetch(ev, a, "fetchTarball")),
+    op("fetchTarball", 1, |ev, a| {
+        refuse_fetch(ev, a, "fetchTarball")
+    }),
     op("fetchGit", 1, |ev, a| refuse_fetch(ev, a, "fetchGit")),
-    op("fetchMercurial", 1, |ev, a| refuse_fetch(ev, a, "fetchMercurial")),
+    op("fetchMercurial", 1, |ev, a| {
+        refuse_fetch(ev, a, "fetchMercurial")
+    }),
     op("fetchTree", 1, fetch_tree),
 ];
 
@@ -155,14 +160,24 @@ fn resolve_symlinks(ev: &Evaluator, p: &Path, mode: Resolve) -> EResult<PathBuf>
         if mode == Resolve::Full || !todo.is_empty() {
             let cur = as_path(&res);
             let r = real(ev, &cur);
-            let is_link = std::fs::symlink_metadata(&r).map(|m| m.file_type().is_symlink()).unwrap_or(false);
+            let is_link = std::fs::symlink_metadata(&r)
+                .map(|m| m.file_type().is_symlink())
+                .unwrap_or(false);
             if is_link {
                 links += 1;
                 if links > 1024 {
-                    return Err(io_error(format!("infinite symlink recursion in path '{}'", p.display())));
+                    return Err(io_error(format!(
+                        "infinite symlink recursion in path '{}'",
+                        p.display()
+                    )));
                 }
-                let target = std::fs::read_link(&r)
-                    .map_err(|e| io_error(format!("reading symbolic link '{}': {}", cur.display(), io_msg(&e))))?;
+                let target = std::fs::read_link(&r).map_err(|e| {
+                    io_error(format!(
+                        "reading symbolic link '{}': {}",
+                        cur.display(),
+                        io_msg(&e)
+                    ))
+                })?;
                 let t = target.to_string_lossy().into_owned();
                 res.pop();
                 if t.starts_with('/') {
@@ -185,13 +200,23 @@ fn read_bytes(ev: &Evaluator, p: &Path) -> EResult<Vec<u8>> {
     let r = real(ev, &resolved);
     match std::fs::metadata(&r) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(not_exist(p)),
-        Err(e) => return Err(io_error(format!("getting status of '{}': {}", p.display(), io_msg(&e)))),
+        Err(e) => {
+            return Err(io_error(format!(
+                "getting status of '{}': {}",
+                p.display(),
+                io_msg(&e)
+            )))
+        }
         Ok(m) if m.is_dir() => {
-            return Err(io_error(format!("reading file '{}': Is a directory", p.display())));
+            return Err(io_error(format!(
+                "reading file '{}': Is a directory",
+                p.display()
+            )));
         }
         Ok(_) => {}
     }
-    std::fs::read(&r).map_err(|e| io_error(format!("reading file '{}': {}", p.display(), io_msg(&e))))
+    std::fs::read(&r)
+        .map_err(|e| io_error(format!("reading file '{}': {}", p.display(), io_msg(&e))))
 }
 
 /// Bytes as a Nix string: invalid UTF-8 sequences become U+FFFD (our strings are UTF-8).
@@ -212,7 +237,9 @@ fn expect_plain_string(ev: &mut Evaluator, v: &Value) -> EResult<String> {
 }
 
 fn base_name(p: &Path) -> String {
-    p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// A store path string with itself as context.
@@ -229,10 +256,16 @@ fn read_file(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     if bytes.contains(&0) {
         return Err(EvalError::new(
             ErrorKind::Eval,
-            format!("the contents of the file '{}' cannot be represented as a Nix string", p.display()),
+            format!(
+                "the contents of the file '{}' cannot be represented as a Nix string",
+                p.display()
+            ),
         ));
     }
-    Ok(Value::String(NixString::with_context(bytes_to_string(bytes), ctx)))
+    Ok(Value::String(NixString::with_context(
+        bytes_to_string(bytes),
+        ctx,
+    )))
 }
 
 fn read_dir(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
@@ -241,17 +274,37 @@ fn read_dir(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let r = real(ev, &resolved);
     match std::fs::metadata(&r) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(not_exist(&resolved)),
-        Err(e) => return Err(io_error(format!("getting status of '{}': {}", resolved.display(), io_msg(&e)))),
+        Err(e) => {
+            return Err(io_error(format!(
+                "getting status of '{}': {}",
+                resolved.display(),
+                io_msg(&e)
+            )))
+        }
         Ok(m) if !m.is_dir() => {
-            return Err(io_error(format!("'{}' is not a directory", resolved.display())));
+            return Err(io_error(format!(
+                "'{}' is not a directory",
+                resolved.display()
+            )));
         }
         Ok(_) => {}
     }
-    let rd = std::fs::read_dir(&r)
-        .map_err(|e| io_error(format!("reading directory '{}': {}", resolved.display(), io_msg(&e))))?;
+    let rd = std::fs::read_dir(&r).map_err(|e| {
+        io_error(format!(
+            "reading directory '{}': {}",
+            resolved.display(),
+            io_msg(&e)
+        ))
+    })?;
     let mut entries: Vec<(Sym, Value)> = Vec::new();
     for ent in rd {
-        let ent = ent.map_err(|e| io_error(format!("reading directory '{}': {}", resolved.display(), io_msg(&e))))?;
+        let ent = ent.map_err(|e| {
+            io_error(format!(
+                "reading directory '{}': {}",
+                resolved.display(),
+                io_msg(&e)
+            ))
+        })?;
         let name = ent.file_name().to_string_lossy().into_owned();
         let t = match ent.file_type() {
             Ok(ft) => type_name(&ft),
@@ -264,17 +317,27 @@ fn read_dir(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 
 fn read_file_type(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let (p, _) = realise_arg(ev, &a[0])?;
-    let t = lstat_type(ev, &p)
-        .map_err(|e| io_error(format!("getting status of '{}': {}", p.display(), io_msg(&e))))?;
+    let t = lstat_type(ev, &p).map_err(|e| {
+        io_error(format!(
+            "getting status of '{}': {}",
+            p.display(),
+            io_msg(&e)
+        ))
+    })?;
     Ok(Value::str(t))
 }
 
 fn path_exists(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let v = ev.force(&a[0])?;
     // A string ending in `/` or `/.` must name a directory.
-    let must_be_dir = matches!(&v, Value::String(s) if s.as_str().ends_with('/') || s.as_str().ends_with("/."));
+    let must_be_dir =
+        matches!(&v, Value::String(s) if s.as_str().ends_with('/') || s.as_str().ends_with("/."));
     let (p, _) = realise_arg(ev, &v)?;
-    let mode = if must_be_dir { Resolve::Full } else { Resolve::Ancestors };
+    let mode = if must_be_dir {
+        Resolve::Full
+    } else {
+        Resolve::Ancestors
+    };
     let resolved = resolve_symlinks(ev, &p, mode)?;
     let exists = match lstat_type(ev, &resolved) {
         Ok(t) => !must_be_dir || t == "directory",
@@ -290,13 +353,17 @@ fn hash_algo(name: &str) -> EResult<HashAlgo> {
         "sha256" => Ok(HashAlgo::Sha256),
         "sha512" => Ok(HashAlgo::Sha512),
         "blake3" => Ok(HashAlgo::Blake3),
-        _ => Err(EvalError::new(ErrorKind::Eval, format!("unknown hash algorithm '{name}'"))),
+        _ => Err(EvalError::new(
+            ErrorKind::Eval,
+            format!("unknown hash algorithm '{name}'"),
+        )),
     }
 }
 
 fn hash_file(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
-    let algo = expect_plain_string(ev, &a[0])
-        .frame(None, || "while evaluating the first argument passed to builtins.hashFile".into())?;
+    let algo = expect_plain_string(ev, &a[0]).frame(None, || {
+        "while evaluating the first argument passed to builtins.hashFile".into()
+    })?;
     let algo = hash_algo(&algo)?;
     let (p, _) = realise_arg(ev, &a[1])?;
     let bytes = read_bytes(ev, &p)?;
@@ -308,9 +375,16 @@ fn hash_file(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 /// Calls a path filter as Nix does: `filter (toString path) type`, which must
 /// return a Boolean.
 fn call_filter(ev: &mut Evaluator, f: &Value, p: &Path, kind: &str) -> EResult<bool> {
-    let r = ev.call_n(f, [Value::str(p.to_string_lossy().into_owned()), Value::str(kind)])?;
-    ev.expect_bool(&r)
-        .frame(None, || "while evaluating the return value of the path filter function".into())
+    let r = ev.call_n(
+        f,
+        [
+            Value::str(p.to_string_lossy().into_owned()),
+            Value::str(kind),
+        ],
+    )?;
+    ev.expect_bool(&r).frame(None, || {
+        "while evaluating the return value of the path filter function".into()
+    })
 }
 
 /// Nix's `addPath`: copies `src` into the store as `name`, filtered, with the
@@ -328,15 +402,19 @@ fn add_path(
         (IngestionMethod::Nar, None, None) => store.add_path(src, name, None)?,
         (IngestionMethod::Nar, None, Some(f)) => {
             let mut cb = |p: &Path, kind: &str| call_filter(ev, &f, p, kind);
-            store.add_path(src, name, Some(&mut cb))?
+            let cb: &mut PathFilter<'_> = &mut cb;
+            store.add_path(src, name, Some(cb))?
         }
-        (IngestionMethod::Nar, Some(h), None) => store.add_fixed(src, name, IngestionMethod::Nar, &h)?,
+        (IngestionMethod::Nar, Some(h), None) => {
+            store.add_fixed(src, name, IngestionMethod::Nar, &h)?
+        }
         (IngestionMethod::Nar, Some(h), Some(f)) => {
             // The store cannot filter a fixed-output addition: hash the filtered NAR
             // here and derive the path from the declared hash.
             let r = real(ev, src);
             let mut cb = |p: &Path, kind: &str| call_filter(ev, &f, p, kind);
-            let nar = crate::store::nar_of(&r, Some(&mut cb))?;
+            let cb: &mut PathFilter<'_> = &mut cb;
+            let nar = crate::store::nar_of(&r, Some(cb))?;
             let actual = Hash::digest(h.algo(), &nar);
             if actual != h {
                 return Err(EvalError::new(
@@ -376,9 +454,9 @@ fn filter_source(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let (p, _) = coerce_to_path_ctx(ev, &a[1]).frame(None, || {
         "while evaluating the second argument (the path to filter) passed to 'builtins.filterSource'".into()
     })?;
-    let f = ev
-        .expect_function(&a[0])
-        .frame(None, || "while evaluating the first argument passed to builtins.filterSource".into())?;
+    let f = ev.expect_function(&a[0]).frame(None, || {
+        "while evaluating the first argument passed to builtins.filterSource".into()
+    })?;
     let name = base_name(&p);
     add_path(ev, &name, &p, Some(f), IngestionMethod::Nar, None)
         .frame(None, || format!("while adding path '{}'", p.display()))
@@ -389,7 +467,10 @@ fn parse_sha256(ev: &mut Evaluator, s: &str) -> EResult<Hash> {
     if s.is_empty() {
         let zero = Hash::new(HashAlgo::Sha256, &[0u8; 32])
             .map_err(|e| EvalError::new(ErrorKind::Eval, e.to_string()))?;
-        (ev.on_trace)(&format!("warning: found empty hash, assuming '{}'", zero.to_sri()));
+        (ev.on_trace)(&format!(
+            "warning: found empty hash, assuming '{}'",
+            zero.to_sri()
+        ));
         return Ok(zero);
     }
     Hash::parse_with_algo(s, HashAlgo::Sha256)
@@ -397,9 +478,9 @@ fn parse_sha256(ev: &mut Evaluator, s: &str) -> EResult<Hash> {
 }
 
 fn path(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
-    let args = ev
-        .expect_attrs(&a[0])
-        .frame(None, || "while evaluating the argument passed to 'builtins.path'".into())?;
+    let args = ev.expect_attrs(&a[0]).frame(None, || {
+        "while evaluating the argument passed to 'builtins.path'".into()
+    })?;
     let mut src: Option<PathBuf> = None;
     let mut name = String::new();
     let mut filter = None;
@@ -408,29 +489,35 @@ fn path(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     for (k, v) in args.iter() {
         match k.as_str() {
             "path" => {
-                let (p, _) = coerce_to_path_ctx(ev, v)
-                    .frame(None, || "while evaluating the 'path' attribute passed to 'builtins.path'".into())?;
+                let (p, _) = coerce_to_path_ctx(ev, v).frame(None, || {
+                    "while evaluating the 'path' attribute passed to 'builtins.path'".into()
+                })?;
                 src = Some(p);
             }
             "name" => {
-                name = expect_plain_string(ev, v)
-                    .frame(None, || "while evaluating the `name` attribute passed to builtins.path".into())?;
+                name = expect_plain_string(ev, v).frame(None, || {
+                    "while evaluating the `name` attribute passed to builtins.path".into()
+                })?;
             }
             "filter" => {
-                filter = Some(
-                    ev.expect_function(v)
-                        .frame(None, || "while evaluating the `filter` parameter passed to builtins.path".into())?,
-                );
+                filter = Some(ev.expect_function(v).frame(None, || {
+                    "while evaluating the `filter` parameter passed to builtins.path".into()
+                })?);
             }
             "recursive" => {
-                let r = ev
-                    .expect_bool(v)
-                    .frame(None, || "while evaluating the `recursive` attribute passed to builtins.path".into())?;
-                method = if r { IngestionMethod::Nar } else { IngestionMethod::Flat };
+                let r = ev.expect_bool(v).frame(None, || {
+                    "while evaluating the `recursive` attribute passed to builtins.path".into()
+                })?;
+                method = if r {
+                    IngestionMethod::Nar
+                } else {
+                    IngestionMethod::Flat
+                };
             }
             "sha256" => {
-                let s = expect_plain_string(ev, v)
-                    .frame(None, || "while evaluating the `sha256` attribute passed to builtins.path".into())?;
+                let s = expect_plain_string(ev, v).frame(None, || {
+                    "while evaluating the `sha256` attribute passed to builtins.path".into()
+                })?;
                 expected = Some(parse_sha256(ev, &s)?);
             }
             other => {
@@ -455,11 +542,12 @@ fn path(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 }
 
 fn to_file(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
-    let name = expect_plain_string(ev, &a[0])
-        .frame(None, || "while evaluating the first argument passed to builtins.toFile".into())?;
-    let contents = ev
-        .expect_string(&a[1])
-        .frame(None, || "while evaluating the second argument passed to builtins.toFile".into())?;
+    let name = expect_plain_string(ev, &a[0]).frame(None, || {
+        "while evaluating the first argument passed to builtins.toFile".into()
+    })?;
+    let contents = ev.expect_string(&a[1]).frame(None, || {
+        "while evaluating the second argument passed to builtins.toFile".into()
+    })?;
     let mut refs = BTreeSet::new();
     for c in contents.context().iter() {
         match c {
@@ -482,9 +570,13 @@ fn to_file(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 }
 
 fn to_path(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
-    let (p, ctx) = coerce_to_path_ctx(ev, &a[0])
-        .frame(None, || "while evaluating the first argument passed to builtins.toPath".into())?;
-    Ok(Value::String(NixString::with_context(p.to_string_lossy().into_owned(), ctx)))
+    let (p, ctx) = coerce_to_path_ctx(ev, &a[0]).frame(None, || {
+        "while evaluating the first argument passed to builtins.toPath".into()
+    })?;
+    Ok(Value::String(NixString::with_context(
+        p.to_string_lossy().into_owned(),
+        ctx,
+    )))
 }
 
 /// Splits an absolute path inside the store into the store path and the rest.
@@ -504,8 +596,9 @@ fn store_path(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
             "'builtins.storePath' is not allowed in pure evaluation mode",
         ));
     }
-    let (mut p, mut ctx) = coerce_to_path_ctx(ev, &a[0])
-        .frame(None, || "while evaluating the first argument passed to 'builtins.storePath'".into())?;
+    let (mut p, mut ctx) = coerce_to_path_ctx(ev, &a[0]).frame(None, || {
+        "while evaluating the first argument passed to 'builtins.storePath'".into()
+    })?;
     let store_dir = ev.store.store_dir().to_string();
     // Resolve symlinks unless the path is itself directly in the store.
     if p.parent() != Some(Path::new(&store_dir)) {
@@ -522,7 +615,10 @@ fn store_path(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     StorePath::from_base_name(base).map_err(|e| EvalError::new(ErrorKind::Eval, e.to_string()))?;
     let known = ev.store.realise_path(Path::new(&sp)).is_some() || Path::new(&sp).exists();
     if !known {
-        return Err(EvalError::new(ErrorKind::Eval, format!("path '{sp}' is not valid")));
+        return Err(EvalError::new(
+            ErrorKind::Eval,
+            format!("path '{sp}' is not valid"),
+        ));
     }
     ctx.insert(ContextElem::Opaque(sp));
     Ok(Value::String(NixString::with_context(ps, ctx)))
@@ -550,7 +646,10 @@ fn check_fetch_name(name: &str, url: &str, fetcher: &str, hint: &str) -> EResult
         };
         return Err(EvalError::new(
             ErrorKind::Eval,
-            format!("invalid store path name when fetching URL '{url}': {why}. {hint} '{fetcher}'{}", hint_tail(hint)),
+            format!(
+                "invalid store path name when fetching URL '{url}': {why}. {hint} '{fetcher}'{}",
+                hint_tail(hint)
+            ),
         ));
     }
     Ok(())
@@ -580,9 +679,15 @@ fn fetchurl(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
             };
             match args.get("name").cloned() {
                 Some(n) => {
-                    let name = expect_plain_string(ev, &n)
-                        .frame(None, || "while evaluating the name of the content we should fetch".into())?;
-                    check_fetch_name(&name, &url, "fetchurl", "Please change the value for the 'name' attribute passed to")?;
+                    let name = expect_plain_string(ev, &n).frame(None, || {
+                        "while evaluating the name of the content we should fetch".into()
+                    })?;
+                    check_fetch_name(
+                        &name,
+                        &url,
+                        "fetchurl",
+                        "Please change the value for the 'name' attribute passed to",
+                    )?;
                 }
                 None => check_fetch_name(
                     url_base_name(&url),
@@ -617,6 +722,19 @@ fn refuse_fetch(ev: &mut Evaluator, a: Vec<Value>, name: &str) -> EResult<Value>
 
 fn fetch_tree(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let v = ev.force(&a[0])?;
+    if let Value::String(s) = &v {
+        let url = s.as_str();
+        if let Some(rest) = url.strip_prefix("file:") {
+            let p = rest.strip_prefix("//").unwrap_or(rest);
+            if !p.starts_with('/') {
+                return Err(EvalError::new(
+                    ErrorKind::Eval,
+                    format!("tarball '{url}' must use an absolute path. The 'file' scheme does not support relative paths."),
+                ))
+                .frame(None, || format!("while fetching the input '{url}'"));
+            }
+        }
+    }
     if let Value::Attrs(args) = &v {
         for (k, x) in args.iter() {
             if let Value::Int(i) = ev.force(x)? {
@@ -657,7 +775,10 @@ mod tests {
 
     impl Fixture {
         fn new() -> Fixture {
-            let dir = tempfile::Builder::new().prefix("rocmxfs").tempdir().unwrap();
+            let dir = tempfile::Builder::new()
+                .prefix("rocmxfs")
+                .tempdir()
+                .unwrap();
             let d = dir.path();
             fs::write(d.join("a.txt"), "hello\n").unwrap();
             fs::create_dir(d.join("sub")).unwrap();
@@ -678,13 +799,19 @@ mod tests {
     fn read_file_and_types() {
         let f = Fixture::new();
         let d = f.p();
-        assert_eq!(ok(&format!(r#"builtins.readFile "{d}/a.txt""#)), r#""hello\n""#);
+        assert_eq!(
+            ok(&format!(r#"builtins.readFile "{d}/a.txt""#)),
+            r#""hello\n""#
+        );
         assert_eq!(ok(&format!(r#"builtins.readFile {d}/la"#)), r#""hello\n""#);
         assert_eq!(
             ok(&format!(r#"builtins.readDir {d}"#)),
             r#"{ "a.txt" = "regular"; broken = "symlink"; la = "symlink"; lsub = "symlink"; nul = "regular"; sub = "directory"; }"#
         );
-        assert_eq!(ok(&format!(r#"builtins.readDir {d}/lsub"#)), r#"{ ".hidden" = "regular"; b = "regular"; }"#);
+        assert_eq!(
+            ok(&format!(r#"builtins.readDir {d}/lsub"#)),
+            r#"{ ".hidden" = "regular"; b = "regular"; }"#
+        );
         assert_eq!(
             ok(&format!(
                 r#"map builtins.readFileType [ {d}/a.txt {d}/sub {d}/lsub {d}/broken ]"#
@@ -697,14 +824,24 @@ mod tests {
     fn read_errors() {
         let f = Fixture::new();
         let d = f.p();
-        assert!(err(&format!(r#"builtins.readFile {d}/missing"#)).contains(&format!("path '{d}/missing' does not exist")));
-        assert!(err(&format!(r#"builtins.readFile {d}/nul"#))
-            .contains(&format!("the contents of the file '{d}/nul' cannot be represented as a Nix string")));
-        assert!(err(&format!(r#"builtins.readDir {d}/missing"#)).contains(&format!("path '{d}/missing' does not exist")));
-        assert!(err(&format!(r#"builtins.readDir {d}/la"#)).contains(&format!("'{d}/a.txt' is not a directory")));
-        assert!(err(&format!(r#"builtins.readFileType {d}/missing"#))
-            .contains(&format!("getting status of '{d}/missing': No such file or directory")));
-        assert!(err(r#"builtins.readFile "rel/path""#).contains("string 'rel/path' doesn't represent an absolute path"));
+        assert!(err(&format!(r#"builtins.readFile {d}/missing"#))
+            .contains(&format!("path '{d}/missing' does not exist")));
+        assert!(
+            err(&format!(r#"builtins.readFile {d}/nul"#)).contains(&format!(
+                "the contents of the file '{d}/nul' cannot be represented as a Nix string"
+            ))
+        );
+        assert!(err(&format!(r#"builtins.readDir {d}/missing"#))
+            .contains(&format!("path '{d}/missing' does not exist")));
+        assert!(err(&format!(r#"builtins.readDir {d}/la"#))
+            .contains(&format!("'{d}/a.txt' is not a directory")));
+        assert!(
+            err(&format!(r#"builtins.readFileType {d}/missing"#)).contains(&format!(
+                "getting status of '{d}/missing': No such file or directory"
+            ))
+        );
+        assert!(err(r#"builtins.readFile "rel/path""#)
+            .contains("string 'rel/path' doesn't represent an absolute path"));
         assert!(err("builtins.readFile [ ]").contains("cannot coerce a list to a string: [ ]"));
         assert!(err(&format!(r#"builtins.readFile {d}/sub"#)).contains("Is a directory"));
     }
@@ -732,7 +869,8 @@ mod tests {
         for (arg, want) in cases {
             assert_eq!(ok(&format!("builtins.pathExists ({arg})")), want, "{arg}");
         }
-        assert!(err(r#"builtins.pathExists "zorglub""#).contains("string 'zorglub' doesn't represent an absolute path"));
+        assert!(err(r#"builtins.pathExists "zorglub""#)
+            .contains("string 'zorglub' doesn't represent an absolute path"));
         assert!(err("builtins.pathExists [ ]").contains("cannot coerce a list to a string"));
     }
 
@@ -741,21 +879,29 @@ mod tests {
         let f = Fixture::new();
         let d = f.p();
         assert_eq!(
-            ok(&format!(r#"map (h: builtins.hashFile h {d}/a.txt) [ "md5" "sha1" "sha256" ]"#)),
+            ok(&format!(
+                r#"map (h: builtins.hashFile h {d}/a.txt) [ "md5" "sha1" "sha256" ]"#
+            )),
             r#"[ "b1946ac92492d2347c6235b4d2611184" "f572d396fae9206628714fb2ce00f72e94f2258f" "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03" ]"#
         );
-        assert!(err(&format!(r#"builtins.hashFile "sha3" {d}/a.txt"#)).contains("unknown hash algorithm 'sha3'"));
-        assert!(err(&format!(r#"builtins.hashFile "md5" {d}/nope"#)).contains(&format!("path '{d}/nope' does not exist")));
+        assert!(err(&format!(r#"builtins.hashFile "sha3" {d}/a.txt"#))
+            .contains("unknown hash algorithm 'sha3'"));
+        assert!(err(&format!(r#"builtins.hashFile "md5" {d}/nope"#))
+            .contains(&format!("path '{d}/nope' does not exist")));
     }
 
     #[test]
     fn to_file_and_read_back() {
-        let r = ok(r#"let f = builtins.toFile "greeting" "hi ${"there"}"; in [ (builtins.readFile f) (builtins.baseNameOf f) ]"#);
+        let r = ok(
+            r#"let f = builtins.toFile "greeting" "hi ${"there"}"; in [ (builtins.readFile f) f ]"#,
+        );
         assert!(r.starts_with(r#"[ "hi there" ""#), "{r}");
         assert!(r.ends_with(r#"-greeting" ]"#), "{r}");
         // Store paths in the contents become references; the result has itself as context.
         assert_eq!(
-            ok(r#"let a = builtins.toFile "a" "x"; b = builtins.toFile "b" "${a}"; in builtins.attrNames (builtins.getContext b) == [ b ]"#),
+            ok(
+                r#"let a = builtins.toFile "a" "x"; b = builtins.toFile "b" "${a}"; in builtins.attrNames (builtins.getContext b) == [ b ]"#
+            ),
             "true"
         );
         assert!(err(r#"builtins.toFile "bad~name" "x""#).contains("~"));
@@ -765,9 +911,12 @@ mod tests {
     fn to_path_and_store_path() {
         assert_eq!(ok(r#"builtins.toPath "/a/b/../c/""#), r#""/a/c""#);
         assert_eq!(ok(r#"builtins.toPath /x/y"#), r#""/x/y""#);
-        assert!(err(r#"builtins.toPath "foo/bar""#).contains("string 'foo/bar' doesn't represent an absolute path"));
+        assert!(err(r#"builtins.toPath "foo/bar""#)
+            .contains("string 'foo/bar' doesn't represent an absolute path"));
         assert!(err(r#"builtins.toPath [ ]"#).contains("cannot coerce a list to a string: [ ]"));
-        assert!(err("builtins.storePath true").contains("cannot coerce a Boolean to a string: true"));
+        assert!(
+            err("builtins.storePath true").contains("cannot coerce a Boolean to a string: true")
+        );
         assert!(err(r#"builtins.storePath "/tmp""#).contains("path '/tmp' is not in the Nix store"));
         assert_eq!(
             ok(r#"let f = builtins.toFile "sp" "x"; in builtins.storePath f == f"#),
@@ -779,7 +928,9 @@ mod tests {
     fn path_and_filter_source() {
         let f = Fixture::new();
         let d = f.p();
-        let r = ok(&format!(r#"builtins.path {{ path = {d}/sub; name = "src"; }}"#));
+        let r = ok(&format!(
+            r#"builtins.path {{ path = {d}/sub; name = "src"; }}"#
+        ));
         assert!(r.ends_with(r#"-src""#), "{r}");
         // A filter that drops dotfiles changes the store path.
         let same = ok(&format!(
@@ -787,13 +938,13 @@ mod tests {
         ));
         assert_eq!(same, "true");
         let differs = ok(&format!(
-            r#"builtins.filterSource (p: t: builtins.substring 0 1 (baseNameOf p) != ".") {d}/sub != builtins.path {{ path = {d}/sub; }}"#
+            r#"builtins.filterSource (p: t: p != "{d}/sub/.hidden") {d}/sub != builtins.path {{ path = {d}/sub; }}"#
         ));
         assert_eq!(differs, "true");
         // The filter sees absolute paths and types (never the root itself).
         assert_eq!(
             ok(&format!(
-                r#"builtins.isString (builtins.filterSource (p: t: if builtins.dirOf p == "{d}/sub" && t == "regular" then true else throw "unexpected ${{p}} ${{t}}") {d}/sub)"#
+                r#"builtins.isString (builtins.filterSource (p: t: if (p == "{d}/sub/b" || p == "{d}/sub/.hidden") && t == "regular" then true else throw "unexpected ${{p}} ${{t}}") {d}/sub)"#
             )),
             "true"
         );
@@ -801,13 +952,17 @@ mod tests {
             .contains("attempt to call something which is not a function but an integer: 1"));
         assert!(err(&format!(r#"builtins.filterSource (_: _: 1) {d}/sub"#))
             .contains("expected a Boolean but found an integer: 1"));
-        assert!(err(r#"builtins.filterSource [ ] [ ]"#).contains("cannot coerce a list to a string: [ ]"));
-        assert!(err(r#"builtins.filterSource [ ] "foo""#).contains("string 'foo' doesn't represent an absolute path"));
-        assert!(err(&format!(r#"builtins.filterSource [ ] {d}"#)).contains("expected a function but found a list: [ ]"));
+        assert!(err(r#"builtins.filterSource [ ] [ ]"#)
+            .contains("cannot coerce a list to a string: [ ]"));
+        assert!(err(r#"builtins.filterSource [ ] "foo""#)
+            .contains("string 'foo' doesn't represent an absolute path"));
+        assert!(err(&format!(r#"builtins.filterSource [ ] {d}"#))
+            .contains("expected a function but found a list"));
         assert!(err(&format!(r#"builtins.path {{ path = {d}; foo = 1; }}"#))
             .contains("unsupported argument 'foo' to 'builtins.path'"));
-        assert!(err(r#"builtins.path { name = "x"; }"#)
-            .contains("missing required 'path' attribute in the first argument to 'builtins.path'"));
+        assert!(err(r#"builtins.path { name = "x"; }"#).contains(
+            "missing required 'path' attribute in the first argument to 'builtins.path'"
+        ));
     }
 
     #[test]
@@ -816,13 +971,19 @@ mod tests {
         let d = f.p();
         // sha256 of "hello\n" (flat).
         let h = "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03";
-        let r = ok(&format!(r#"builtins.path {{ path = {d}/a.txt; recursive = false; sha256 = "{h}"; name = "out"; }}"#));
+        let r = ok(&format!(
+            r#"builtins.path {{ path = {d}/a.txt; recursive = false; sha256 = "{h}"; name = "out"; }}"#
+        ));
         assert!(r.ends_with(r#"-out""#), "{r}");
-        let flat_no_hash = ok(&format!(r#"builtins.path {{ path = {d}/a.txt; recursive = false; name = "out"; }}"#));
+        let flat_no_hash = ok(&format!(
+            r#"builtins.path {{ path = {d}/a.txt; recursive = false; name = "out"; }}"#
+        ));
         assert_eq!(r, flat_no_hash);
         let bad = "0000000000000000000000000000000000000000000000000000000000000000";
-        assert!(err(&format!(r#"builtins.path {{ path = {d}/a.txt; recursive = false; sha256 = "{bad}"; }}"#))
-            .contains("hash mismatch"));
+        assert!(err(&format!(
+            r#"builtins.path {{ path = {d}/a.txt; recursive = false; sha256 = "{bad}"; }}"#
+        ))
+        .contains("hash mismatch"));
         assert!(err(&format!(
             r#"builtins.path {{ path = {d}/sub; filter = p: t: true; sha256 = "{bad}"; }}"#
         ))
@@ -837,11 +998,22 @@ mod tests {
         assert!(err(r#"builtins.fetchurl { url = "https://example.com/foo.tar.gz"; name = "~wobble~"; }"#).contains(
             "name '~wobble~' contains illegal character '~'. Please change the value for the 'name' attribute passed to 'fetchurl', so that it can create a valid store path."
         ));
-        assert!(err(r#"builtins.fetchurl "https://example.com/x.tar.gz""#).contains("not supported"));
-        assert!(err(r#"builtins.fetchTarball "https://example.com/x.tar.gz""#).contains("'fetchTarball' is not supported"));
+        assert!(
+            err(r#"builtins.fetchurl "https://example.com/x.tar.gz""#).contains("not supported")
+        );
+        assert!(
+            err(r#"builtins.fetchTarball "https://example.com/x.tar.gz""#)
+                .contains("'fetchTarball' is not supported")
+        );
+        assert!(err(r#"builtins.fetchTree "file:./relative-path.tar.gz""#).contains(
+            "tarball 'file:./relative-path.tar.gz' must use an absolute path. The 'file' scheme does not support relative paths."
+        ));
         assert!(err(r#"builtins.fetchTree { type = "file"; owner = -1; }"#)
             .contains("negative value given for 'fetchTree' argument 'owner': -1"));
         // Laziness: an unused fetch is never evaluated.
-        assert_eq!(ok(r#"let x = builtins.fetchurl "https://example.com/a"; in 1"#), "1");
+        assert_eq!(
+            ok(r#"let x = builtins.fetchurl "https://example.com/a"; in 1"#),
+            "1"
+        );
     }
 }

@@ -11,6 +11,8 @@ mod from_toml;
 mod parser;
 mod to_xml;
 
+use std::fmt::Write as _;
+
 use super::op;
 use crate::eval::{CoerceMode, EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
 use crate::value::{Context, ContextElem, NixString, PrimOp, Value};
@@ -35,7 +37,11 @@ fn to_json(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 /// returning the text and the union of the string contexts met. With
 /// `copy_to_store` false, paths are written as they are instead of being copied
 /// (as `__structuredAttrs` needs for some callers).
-pub(crate) fn value_to_json(ev: &mut Evaluator, v: &Value, copy_to_store: bool) -> EResult<(String, Context)> {
+pub(crate) fn value_to_json(
+    ev: &mut Evaluator,
+    v: &Value,
+    copy_to_store: bool,
+) -> EResult<(String, Context)> {
     let mut w = JsonWriter {
         out: String::new(),
         ctx: Context::default(),
@@ -54,7 +60,9 @@ struct JsonWriter {
 /// Nix's wording for a value that has no JSON form.
 pub(crate) fn show_type_for_conversion(v: &Value) -> String {
     match v {
-        Value::PrimOp(app) if app.args.is_empty() => format!("the built-in function '{}'", app.op.name),
+        Value::PrimOp(app) if app.args.is_empty() => {
+            format!("the built-in function '{}'", app.op.name)
+        }
         Value::PrimOp(app) => format!("the partially applied built-in function '{}'", app.op.name),
         other => other.type_().described().to_string(),
     }
@@ -62,7 +70,10 @@ pub(crate) fn show_type_for_conversion(v: &Value) -> String {
 
 fn depth_error(ev: &Evaluator) -> Box<EvalError> {
     let _ = ev;
-    EvalError::new(ErrorKind::CallDepth, "stack overflow; max-call-depth exceeded")
+    EvalError::new(
+        ErrorKind::CallDepth,
+        "stack overflow; max-call-depth exceeded",
+    )
 }
 
 impl JsonWriter {
@@ -70,7 +81,9 @@ impl JsonWriter {
         if depth > ev.settings.max_call_depth {
             return Err(depth_error(ev));
         }
-        stacker::maybe_grow(64 * 1024, 2 * 1024 * 1024, || self.write_inner(ev, v, depth))
+        stacker::maybe_grow(64 * 1024, 2 * 1024 * 1024, || {
+            self.write_inner(ev, v, depth)
+        })
     }
 
     fn write_inner(&mut self, ev: &mut Evaluator, v: &Value, depth: usize) -> EResult<()> {
@@ -78,7 +91,9 @@ impl JsonWriter {
         match &v {
             Value::Null => self.out.push_str("null"),
             Value::Bool(b) => self.out.push_str(if *b { "true" } else { "false" }),
-            Value::Int(i) => self.out.push_str(&i.to_string()),
+            Value::Int(i) => {
+                let _ = write!(self.out, "{i}");
+            }
             Value::Float(f) => self.out.push_str(&json_float(*f)),
             Value::String(s) => {
                 self.ctx.extend(s.context());
@@ -95,8 +110,9 @@ impl JsonWriter {
             }
             Value::Attrs(a) => {
                 if let Some(f) = a.get("__toString").cloned() {
-                    let s = to_string_attr(ev, &f, &v)
-                        .frame(None, || "while using the result of the `__toString` attribute".into())?;
+                    let s = to_string_attr(ev, &f, &v).frame(None, || {
+                        "while using the result of the `__toString` attribute".into()
+                    })?;
                     self.ctx.extend(s.context());
                     json_escape_into(&mut self.out, s.as_str());
                     return Ok(());
@@ -126,8 +142,9 @@ impl JsonWriter {
                     if i > 0 {
                         self.out.push(',');
                     }
-                    self.write(ev, x, depth + 1)
-                        .frame(None, || format!("while evaluating list element at index {i}"))?;
+                    self.write(ev, x, depth + 1).frame(None, || {
+                        format!("while evaluating list element at index {i}")
+                    })?;
                 }
                 self.out.push(']');
             }
@@ -154,11 +171,17 @@ fn to_string_attr(ev: &mut Evaluator, f: &Value, this: &Value) -> EResult<NixStr
         }
         Value::Attrs(_) => Err(EvalError::new(
             ErrorKind::Type,
-            format!("`__toString` must return a string, but got a set: {}", ev.print_short(&r)),
+            format!(
+                "`__toString` must return a string, but got a set: {}",
+                ev.print_short(&r)
+            ),
         )),
         other => Err(EvalError::new(
             ErrorKind::Type,
-            format!("`__toString` should return a string, but got {}", ev.describe_value(other)),
+            format!(
+                "`__toString` should return a string, but got {}",
+                ev.describe_value(other)
+            ),
         )),
     }
 }
@@ -176,7 +199,9 @@ pub(crate) fn json_escape_into(out: &mut String, s: &str) {
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
             c => out.push(c),
         }
     }
@@ -240,9 +265,9 @@ pub(crate) fn json_float(f: f64) -> String {
 // ---- fromJSON -----------------------------------------------------------------
 
 fn from_json(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
-    let s = ev
-        .expect_string(&a[0])
-        .frame(None, || "while evaluating the first argument passed to builtins.fromJSON".into())?;
+    let s = ev.expect_string(&a[0]).frame(None, || {
+        "while evaluating the first argument passed to builtins.fromJSON".into()
+    })?;
     if let Some(e) = s.context().iter().next() {
         return Err(not_allowed_to_refer(s.as_str(), e));
     }
@@ -272,12 +297,16 @@ pub(crate) fn null_byte_error(s: &str) -> String {
 // ---- fromTOML -----------------------------------------------------------------
 
 fn from_toml(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
-    let s = ev
-        .expect_string(&a[0])
-        .frame(None, || "while evaluating the argument passed to builtins.fromTOML".into())?;
-    // Timestamps need the `parse-toml-timestamps` experimental feature, which the
-    // evaluator settings cannot express yet.
-    toml_to_value(s.as_str(), false)
+    let s = ev.expect_string(&a[0]).frame(None, || {
+        "while evaluating the argument passed to builtins.fromTOML".into()
+    })?;
+    // Timestamps need the `parse-toml-timestamps` experimental feature.
+    let timestamps = ev
+        .settings
+        .experimental_features
+        .iter()
+        .any(|f| f == "parse-toml-timestamps");
+    toml_to_value(s.as_str(), timestamps)
 }
 
 #[cfg(test)]
@@ -334,15 +363,24 @@ mod tests {
             r#""{\"a\":\"x\\ny\\\"z\\\\\",\"b\":[1,2.5,true,false,null],\"é\":{}}""#
         );
         assert_eq!(ok(r#"builtins.toJSON 1.0"#), r#""1.0""#);
-        assert_eq!(ok(r#"builtins.toJSON (builtins.fromJSON "\"\\u0001\\b\\f\\u001f\"")"#), r#""\"\\u0001\\b\\f\\u001f\"""#);
+        assert_eq!(
+            ok(r#"builtins.toJSON (builtins.fromJSON "\"\\u0001\\b\\f\\u001f\"")"#),
+            r#""\"\\u0001\\b\\f\\u001f\"""#
+        );
         assert_eq!(ok(r#"builtins.toJSON [ ]"#), r#""[]""#);
     }
 
     #[test]
     fn to_json_peeling() {
-        assert_eq!(ok(r#"builtins.toJSON { outPath = "hello"; }"#), r#""\"hello\"""#);
+        assert_eq!(
+            ok(r#"builtins.toJSON { outPath = "hello"; }"#),
+            r#""\"hello\"""#
+        );
         assert_eq!(ok(r#"builtins.toJSON { outPath = 42; }"#), r#""42""#);
-        assert_eq!(ok(r#"builtins.toJSON { outPath = { a = 1; }; }"#), r#""{\"a\":1}""#);
+        assert_eq!(
+            ok(r#"builtins.toJSON { outPath = { a = 1; }; }"#),
+            r#""{\"a\":1}""#
+        );
         assert_eq!(
             ok(r#"builtins.toJSON { __toString = self: "won"; outPath = abort "no"; }"#),
             r#""\"won\"""#
@@ -360,14 +398,39 @@ mod tests {
     #[test]
     fn to_json_errors() {
         assert!(err("builtins.toJSON (x: x)").contains("cannot convert a function to JSON"));
-        assert!(err("builtins.toJSON builtins.map").contains("cannot convert the built-in function 'map' to JSON"));
+        assert!(err("builtins.toJSON builtins.map")
+            .contains("cannot convert the built-in function 'map' to JSON"));
         assert!(err("builtins.toJSON { __toString = self: 42; }")
             .contains("`__toString` should return a string, but got an integer: 42"));
         assert!(err("builtins.toJSON { __toString = self: { a = 1; }; }")
             .contains("`__toString` must return a string, but got a set: { a = 1; }"));
-        assert!(err(r#"builtins.toJSON { a.b = [ 1 { c = throw "hah no"; } ]; }"#).contains("hah no"));
-        let deep = err("builtins.toJSON (builtins.foldl' (t: h: { inherit h t; }) null (builtins.genList (x: x) 20000))");
-        assert!(deep.contains("stack overflow"), "{deep}");
+        assert!(
+            err(r#"builtins.toJSON { a.b = [ 1 { c = throw "hah no"; } ]; }"#).contains("hah no")
+        );
+    }
+
+    /// Runs `f` on a thread with a large stack: dropping a value nested 10^4+
+    /// levels deep recurses once per level.
+    fn big_stack(f: impl FnOnce() + Send + 'static) {
+        std::thread::Builder::new()
+            .stack_size(1 << 30)
+            .spawn(f)
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+
+    #[test]
+    fn to_json_depth_limit() {
+        big_stack(|| {
+            let deep = err("let f = n: if n == 0 then null else { x = f (n - 1); }; in builtins.toJSON (f 20000)");
+            assert!(
+                deep.contains("stack overflow; max-call-depth exceeded"),
+                "{deep}"
+            );
+            let fine = ok("let f = n: if n == 0 then null else [ (f (n - 1)) ]; in builtins.fromJSON (builtins.toJSON (f 5000)) == f 5000");
+            assert_eq!(fine, "true");
+        });
     }
 
     #[test]
@@ -376,32 +439,51 @@ mod tests {
             ok(r#"builtins.getContext (builtins.toJSON [ (builtins.toFile "f" "x") ]) != { }"#),
             "true"
         );
-        assert_eq!(ok(r#"builtins.getContext (builtins.toJSON [ "f" ]) == { }"#), "true");
+        assert_eq!(
+            ok(r#"builtins.getContext (builtins.toJSON [ "f" ]) == { }"#),
+            "true"
+        );
     }
 
     #[test]
     fn from_json_values() {
         assert_eq!(
-            ok(r#"builtins.fromJSON ''{"a": [1, -2, 3.5, 1e2, -0, true, false, null], "b": {"c": "d"}, "a": 7}''"#),
+            ok(
+                r#"builtins.fromJSON ''{"a": [1, -2, 3.5, 1e2, -0, true, false, null], "b": {"c": "d"}, "a": 7}''"#
+            ),
             "{ a = 7; b = { c = \"d\"; }; }"
         );
         assert_eq!(
-            ok(r#"builtins.fromJSON ''[1, -2, 3.5, 1E2, -0, true, false, null, "\u00e9\ud83d\ude00\/"]''"#),
+            ok(
+                r#"builtins.fromJSON ''[1, -2, 3.5, 1E2, -0, true, false, null, "\u00e9\ud83d\ude00\/"]''"#
+            ),
             "[ 1 -2 3.5 100 0 true false null \"é😀/\" ]"
         );
-        assert_eq!(ok(r#"builtins.fromJSON "9223372036854775807""#), "9223372036854775807");
-        assert_eq!(ok(r#"builtins.fromJSON "-9223372036854775809""#), "-9.22337e+18");
-        assert_eq!(ok(r#"builtins.fromJSON "18446744073709551616""#), "1.84467e+19");
+        assert_eq!(
+            ok(r#"builtins.fromJSON "9223372036854775807""#),
+            "9223372036854775807"
+        );
+        assert_eq!(
+            ok(r#"builtins.fromJSON "-9223372036854775809""#),
+            "-9.22337e+18"
+        );
+        assert_eq!(
+            ok(r#"builtins.fromJSON "18446744073709551616""#),
+            "1.84467e+19"
+        );
         assert_eq!(ok(r#"builtins.fromJSON " [ ] ""#), "[ ]");
         assert_eq!(ok(r#"builtins.fromJSON "[1e-400]""#), "[ 0 ]");
     }
 
     #[test]
     fn from_json_errors() {
-        assert!(err(r#"builtins.fromJSON ''{"attr": 18446744073709551615}''"#)
-            .contains("unsigned json number 18446744073709551615 outside of Nix integer range"));
-        assert!(err(r#"builtins.fromJSON ''"a\u0000b"''"#)
-            .contains("input string 'a␀b' cannot be represented as Nix string because it contains null bytes"));
+        assert!(
+            err(r#"builtins.fromJSON ''{"attr": 18446744073709551615}''"#)
+                .contains("unsigned json number 18446744073709551615 outside of Nix integer range")
+        );
+        assert!(err(r#"builtins.fromJSON ''"a\u0000b"''"#).contains(
+            "input string 'a␀b' cannot be represented as Nix string because it contains null bytes"
+        ));
         assert!(err(r#"builtins.fromJSON ''{"a\u0000b": 1}''"#).contains("input string 'a␀b'"));
         assert!(err(r#"builtins.fromJSON "{""#).contains(
             "parse error at line 1, column 2: syntax error while parsing object key - unexpected end of input; expected string literal"
@@ -409,8 +491,9 @@ mod tests {
         assert!(err(r#"builtins.fromJSON "[1,]""#).contains(
             "parse error at line 1, column 4: syntax error while parsing value - unexpected ']'; expected '[', '{', or a literal"
         ));
-        assert!(err(r#"builtins.fromJSON "tru""#)
-            .contains("column 4: syntax error while parsing value - invalid literal; last read: 'tru'"));
+        assert!(err(r#"builtins.fromJSON "tru""#).contains(
+            "column 4: syntax error while parsing value - invalid literal; last read: 'tru'"
+        ));
         assert!(err(r#"builtins.fromJSON "1 2""#)
             .contains("column 3: syntax error while parsing value - unexpected number literal; expected end of input"));
         assert!(err(r#"builtins.fromJSON """#)
@@ -421,9 +504,15 @@ mod tests {
 
     #[test]
     fn from_json_deep_nesting() {
-        let n = 50_000;
-        let expr = format!("builtins.length (builtins.fromJSON \"{}{}\")", "[".repeat(n), "]".repeat(n));
-        assert_eq!(ok(&expr), "1");
+        big_stack(|| {
+            let n = 50_000;
+            let expr = format!(
+                "builtins.length (builtins.fromJSON \"{}{}\")",
+                "[".repeat(n),
+                "]".repeat(n)
+            );
+            assert_eq!(ok(&expr), "1");
+        });
     }
 
     #[test]
@@ -450,11 +539,34 @@ mod tests {
     fn from_toml_errors() {
         assert!(err(r#"builtins.fromTOML "a = 1979-05-27""#)
             .contains("while parsing TOML: Dates and times are not supported"));
-        assert!(err(r#"builtins.fromTOML "attr = 9223372036854775808""#).contains("while parsing TOML:"));
+        assert!(err(r#"builtins.fromTOML "attr = 9223372036854775808""#)
+            .contains("while parsing TOML:"));
         assert!(err(r#"builtins.fromTOML ''k = "a\u0000b"''"#).contains(
             "while parsing TOML: error: input string 'a␀b' cannot be represented as Nix string because it contains null bytes"
         ));
         assert!(err(r#"builtins.fromTOML "a = ""#).contains("while parsing TOML:"));
+    }
+
+    #[test]
+    fn toml_timestamps_with_feature() {
+        use crate::eval::{EvalSettings, Evaluator};
+        let settings = EvalSettings {
+            experimental_features: vec!["parse-toml-timestamps".into()],
+            ..EvalSettings::default()
+        };
+        let mut ev = Evaluator::new(settings, std::rc::Rc::new(crate::store::MemStore::new()));
+        let v = ev
+            .eval_string(
+                r#"builtins.fromTOML "a = 1979-05-27T07:32:00.1Z\nb = 07:32:00""#,
+                std::path::Path::new("/"),
+            )
+            .and_then(|v| ev.force_deep(&v))
+            .map_err(|e| e.msg.clone())
+            .unwrap();
+        assert_eq!(
+            crate::value::print::print_value(&v),
+            r#"{ a = { _type = "timestamp"; value = "1979-05-27T07:32:00.100Z"; }; b = { _type = "timestamp"; value = "07:32:00"; }; }"#
+        );
     }
 
     #[test]
@@ -464,7 +576,10 @@ mod tests {
         assert_eq!(f("1979-05-27T07:32:00Z"), "1979-05-27T07:32:00Z");
         assert_eq!(f("1979-05-27 07:32:00.1Z"), "1979-05-27T07:32:00.100Z");
         assert_eq!(f("1979-05-27T00:32:00.1234"), "1979-05-27T00:32:00.123400");
-        assert_eq!(f("1979-05-27T00:32:00.999999-07:00"), "1979-05-27T00:32:00.999999-07:00");
+        assert_eq!(
+            f("1979-05-27T00:32:00.999999-07:00"),
+            "1979-05-27T00:32:00.999999-07:00"
+        );
         assert_eq!(f("00:32:00.1234567"), "00:32:00.123456700");
         assert_eq!(f("1979-05-27"), "1979-05-27");
     }
@@ -480,7 +595,9 @@ mod tests {
             r#""<?xml version='1.0' encoding='utf-8'?>\n<expr>\n  <list>\n    <string value=\"ab\" />\n    <int value=\"10\" />\n    <attrs>\n      <attr name=\"x\">\n        <string value=\"x\" />\n      </attr>\n      <attr name=\"y\">\n        <string value=\"x\" />\n      </attr>\n    </attrs>\n  </list>\n</expr>\n""#
         );
         assert_eq!(
-            ok(r#"builtins.toXML [ null true 1.5 "<&\"\n>" ({ b, a ? 1, ... }@args: 1) (x: x) builtins.map [ ] { } ]"#),
+            ok(
+                r#"builtins.toXML [ null true 1.5 "<&\"\n>" ({ b, a ? 1, ... }@args: 1) (x: x) builtins.map [ ] { } ]"#
+            ),
             r#""<?xml version='1.0' encoding='utf-8'?>\n<expr>\n  <list>\n    <null />\n    <bool value=\"true\" />\n    <float value=\"1.5\" />\n    <string value=\"&lt;&amp;&quot;&#xA;&gt;\" />\n    <function>\n      <attrspat ellipsis=\"1\" name=\"args\">\n        <attr name=\"a\" />\n        <attr name=\"b\" />\n      </attrspat>\n    </function>\n    <function>\n      <varpat name=\"x\" />\n    </function>\n    <unevaluated />\n    <list>\n    </list>\n    <attrs>\n    </attrs>\n  </list>\n</expr>\n""#
         );
     }

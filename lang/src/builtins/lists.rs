@@ -42,13 +42,15 @@ pub(crate) static BUILTINS: &[PrimOp] = &[
 ];
 
 fn arg_list(ev: &mut Evaluator, v: &Value, which: &str, name: &str) -> EResult<Rc<Vec<Value>>> {
-    ev.expect_list(v)
-        .frame(None, || format!("while evaluating the {which} argument passed to builtins.{name}"))
+    ev.expect_list(v).frame(None, || {
+        format!("while evaluating the {which} argument passed to builtins.{name}")
+    })
 }
 
 fn arg_function(ev: &mut Evaluator, v: &Value, which: &str, name: &str) -> EResult<Value> {
-    ev.expect_function(v)
-        .frame(None, || format!("while evaluating the {which} argument passed to builtins.{name}"))
+    ev.expect_function(v).frame(None, || {
+        format!("while evaluating the {which} argument passed to builtins.{name}")
+    })
 }
 
 /// Calls a predicate and checks it returned a Boolean.
@@ -63,7 +65,11 @@ fn map(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
         return Ok(Value::List(list));
     }
     let f = arg_function(ev, &a[0], "first", "map")?;
-    Ok(Value::list(list.iter().map(|x| Value::lazy_apply(f.clone(), x.clone())).collect()))
+    Ok(Value::list(
+        list.iter()
+            .map(|x| Value::lazy_apply(f.clone(), x.clone()))
+            .collect(),
+    ))
 }
 
 fn filter(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
@@ -112,12 +118,12 @@ fn length(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 }
 
 fn elem_at(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
-    let n = ev
-        .expect_int(&a[1])
-        .frame(None, || "while evaluating the second argument passed to 'builtins.elemAt'".into())?;
-    let list = ev
-        .expect_list(&a[0])
-        .frame(None, || "while evaluating the first argument passed to 'builtins.elemAt'".into())?;
+    let n = ev.expect_int(&a[1]).frame(None, || {
+        "while evaluating the second argument passed to 'builtins.elemAt'".into()
+    })?;
+    let list = ev.expect_list(&a[0]).frame(None, || {
+        "while evaluating the first argument passed to 'builtins.elemAt'".into()
+    })?;
     match usize::try_from(n).ok().and_then(|i| list.get(i)) {
         Some(v) => {
             let v = v.clone();
@@ -125,40 +131,52 @@ fn elem_at(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
         }
         None => Err(EvalError::new(
             ErrorKind::Eval,
-            format!("'builtins.elemAt' called with index {n} on a list of size {}", list.len()),
+            format!(
+                "'builtins.elemAt' called with index {n} on a list of size {}",
+                list.len()
+            ),
         )),
     }
 }
 
 fn head(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
-    let list = ev
-        .expect_list(&a[0])
-        .frame(None, || "while evaluating the first argument passed to 'builtins.head'".into())?;
+    let list = ev.expect_list(&a[0]).frame(None, || {
+        "while evaluating the first argument passed to 'builtins.head'".into()
+    })?;
     match list.first() {
         Some(v) => {
             let v = v.clone();
             ev.force(&v)
         }
-        None => Err(EvalError::new(ErrorKind::Eval, "'builtins.head' called on an empty list")),
+        None => Err(EvalError::new(
+            ErrorKind::Eval,
+            "'builtins.head' called on an empty list",
+        )),
     }
 }
 
 fn tail(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
-    let list = ev
-        .expect_list(&a[0])
-        .frame(None, || "while evaluating the first argument passed to 'builtins.tail'".into())?;
+    let list = ev.expect_list(&a[0]).frame(None, || {
+        "while evaluating the first argument passed to 'builtins.tail'".into()
+    })?;
     match list.split_first() {
         Some((_, rest)) => Ok(Value::list(rest.to_vec())),
-        None => Err(EvalError::new(ErrorKind::Eval, "'builtins.tail' called on an empty list")),
+        None => Err(EvalError::new(
+            ErrorKind::Eval,
+            "'builtins.tail' called on an empty list",
+        )),
     }
 }
 
 fn gen_list(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
-    let n = ev
-        .expect_int(&a[1])
-        .frame(None, || "while evaluating the second argument passed to builtins.genList".into())?;
+    let n = ev.expect_int(&a[1]).frame(None, || {
+        "while evaluating the second argument passed to builtins.genList".into()
+    })?;
     if n < 0 {
-        return Err(EvalError::new(ErrorKind::Eval, format!("cannot create list of size {n}")));
+        return Err(EvalError::new(
+            ErrorKind::Eval,
+            format!("cannot create list of size {n}"),
+        ));
     }
     let f = arg_function(ev, &a[0], "first", "genList")?;
     let n = usize::try_from(n)
@@ -184,13 +202,15 @@ impl Sorter<'_> {
     fn less(&mut self, a: usize, b: usize) -> EResult<bool> {
         let (x, y) = (&self.items[a], &self.items[b]);
         if self.builtin_less_than {
-            return less_than(self.ev, x, y)
-                .frame(None, || "while evaluating the ordering function passed to builtins.sort".into());
+            return less_than(self.ev, x, y).frame(None, || {
+                "while evaluating the ordering function passed to builtins.sort".into()
+            });
         }
         let g = self.ev.call(&self.f, x.clone())?;
         let r = self.ev.call(&g, y.clone())?;
         self.ev.expect_bool(&r).frame(None, || {
-            "while evaluating the return value of the sorting function passed to builtins.sort".into()
+            "while evaluating the return value of the sorting function passed to builtins.sort"
+                .into()
         })
     }
 }
@@ -258,7 +278,8 @@ fn sort(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     for x in list.iter() {
         items.push(ev.force(x)?);
     }
-    let builtin_less_than = matches!(&f, Value::PrimOp(app) if app.args.is_empty() && app.op.name == "lessThan");
+    let builtin_less_than =
+        matches!(&f, Value::PrimOp(app) if app.args.is_empty() && app.op.name == "lessThan");
     let mut perm: Vec<usize> = (0..items.len()).collect();
     let mut buf = Vec::with_capacity(items.len() / 2 + 1);
     let mut s = Sorter {
@@ -268,7 +289,9 @@ fn sort(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
         items: &items,
     };
     merge_sort(&mut s, &mut perm, &mut buf)?;
-    Ok(Value::list(perm.into_iter().map(|i| items[i].clone()).collect()))
+    Ok(Value::list(
+        perm.into_iter().map(|i| items[i].clone()).collect(),
+    ))
 }
 
 // ---- concatenation and searching ----------------------------------------------
@@ -294,10 +317,9 @@ fn concat_lists(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let lists = arg_list(ev, &a[0], "first", "concatLists")?;
     let mut parts = Vec::with_capacity(lists.len());
     for l in lists.iter() {
-        parts.push(
-            ev.expect_list(l)
-                .frame(None, || "while evaluating a value of the list passed to builtins.concatLists".into())?,
-        );
+        parts.push(ev.expect_list(l).frame(None, || {
+            "while evaluating a value of the list passed to builtins.concatLists".into()
+        })?);
     }
     Ok(concat(parts))
 }
@@ -318,10 +340,7 @@ fn concat_map(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 fn elem(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let list = arg_list(ev, &a[1], "second", "elem")?;
     for x in list.iter() {
-        let eq = ev
-            .equal(&a[0], x)
-            .frame(None, || "while searching for the presence of the given element in the list".into())?;
-        if eq {
+        if ev.equal(&a[0], x)? {
             return Ok(Value::Bool(true));
         }
     }
@@ -370,7 +389,10 @@ fn partition(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
             wrong.push(x);
         }
     }
-    Ok(mk_attrs(vec![("right", Value::list(right)), ("wrong", Value::list(wrong))]))
+    Ok(mk_attrs(vec![
+        ("right", Value::list(right)),
+        ("wrong", Value::list(wrong)),
+    ]))
 }
 
 fn group_by(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
@@ -392,7 +414,10 @@ fn group_by(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     }
     groups.sort_unstable_by(|x, y| x.0.cmp(&y.0));
     Ok(Value::attrs(Attrs::from_sorted(
-        groups.into_iter().map(|(k, v)| (k, Value::list(v))).collect(),
+        groups
+            .into_iter()
+            .map(|(k, v)| (k, Value::list(v)))
+            .collect(),
     )))
 }
 
@@ -453,10 +478,17 @@ impl KeyTracker {
             }
             (KeySet::Ints(s), Value::Float(_)) => {
                 // Mixed numbers: fall back to comparisons.
-                let elem0 = self.first.as_ref().map(|f| f.1.clone()).unwrap_or(Value::Null);
+                let elem0 = self
+                    .first
+                    .as_ref()
+                    .map(|f| f.1.clone())
+                    .unwrap_or(Value::Null);
                 let mut ints: Vec<i64> = s.iter().copied().collect();
                 ints.sort_unstable();
-                let mut v: Vec<(Value, Value)> = ints.into_iter().map(|i| (Value::Int(i), elem0.clone())).collect();
+                let mut v: Vec<(Value, Value)> = ints
+                    .into_iter()
+                    .map(|i| (Value::Int(i), elem0.clone()))
+                    .collect();
                 let r = insert_sorted(ev, &mut v, key, elem);
                 self.keys = KeySet::Sorted(v);
                 r
@@ -468,7 +500,9 @@ impl KeyTracker {
                 let r = less_than(ev, key, &k0);
                 let err = match r {
                     Err(e) => e,
-                    Ok(_) => EvalError::new(ErrorKind::Eval, "cannot compare keys of different types"),
+                    Ok(_) => {
+                        EvalError::new(ErrorKind::Eval, "cannot compare keys of different types")
+                    }
                 };
                 Err(compare_traces(err, elem, &e0))
             }
@@ -479,7 +513,9 @@ impl KeyTracker {
 fn compare_traces(err: Box<EvalError>, elem: &Value, other: &Value) -> Box<EvalError> {
     let r: EResult<()> = Err(err);
     let r = r.frame(None, || format!("with element {}", show_value(other)));
-    let r = r.frame(None, || format!("while comparing element {}", show_value(elem)));
+    let r = r.frame(None, || {
+        format!("while comparing element {}", show_value(elem))
+    });
     match r {
         Err(e) => e,
         Ok(()) => unreachable!("an error stays an error"),
@@ -487,7 +523,12 @@ fn compare_traces(err: Box<EvalError>, elem: &Value, other: &Value) -> Box<EvalE
 }
 
 /// Inserts into a vector sorted by Nix's `<`; false if an equal key exists.
-fn insert_sorted(ev: &mut Evaluator, v: &mut Vec<(Value, Value)>, key: &Value, elem: &Value) -> EResult<bool> {
+fn insert_sorted(
+    ev: &mut Evaluator,
+    v: &mut Vec<(Value, Value)>,
+    key: &Value,
+    elem: &Value,
+) -> EResult<bool> {
     let (mut lo, mut hi) = (0, v.len());
     let mut step = || -> EResult<bool> {
         while lo < hi {
@@ -516,7 +557,9 @@ fn insert_sorted(ev: &mut Evaluator, v: &mut Vec<(Value, Value)>, key: &Value, e
                 Some(o) => compare_traces(e, elem, &o),
                 None => {
                     let r: EResult<()> = Err(e);
-                    match r.frame(None, || format!("while checking key of element {}", show_value(elem))) {
+                    match r.frame(None, || {
+                        format!("while checking key of element {}", show_value(elem))
+                    }) {
                         Err(e) => e,
                         Ok(()) => unreachable!("an error stays an error"),
                     }
@@ -527,24 +570,35 @@ fn insert_sorted(ev: &mut Evaluator, v: &mut Vec<(Value, Value)>, key: &Value, e
 }
 
 fn generic_closure(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
-    let args = ev
-        .expect_attrs(&a[0])
-        .frame(None, || "while evaluating the first argument passed to builtins.genericClosure".into())?;
+    let args = ev.expect_attrs(&a[0]).frame(None, || {
+        "while evaluating the first argument passed to builtins.genericClosure".into()
+    })?;
     let missing = |name: &str| -> Box<EvalError> {
-        let r: EResult<()> = Err(EvalError::new(ErrorKind::Eval, format!("attribute '{name}' missing")));
-        match r.frame(None, || "in the attrset passed as argument to builtins.genericClosure".into()) {
+        let r: EResult<()> = Err(EvalError::new(
+            ErrorKind::Eval,
+            format!("attribute '{name}' missing"),
+        ));
+        match r.frame(None, || {
+            "in the attrset passed as argument to builtins.genericClosure".into()
+        }) {
             Err(e) => e,
             Ok(()) => unreachable!("an error stays an error"),
         }
     };
-    let start = args.get("startSet").cloned().ok_or_else(|| missing("startSet"))?;
+    let start = args
+        .get("startSet")
+        .cloned()
+        .ok_or_else(|| missing("startSet"))?;
     let start = ev.expect_list(&start).frame(None, || {
         "while evaluating the 'startSet' attribute passed as argument to builtins.genericClosure".into()
     })?;
     if start.is_empty() {
         return Ok(Value::List(start));
     }
-    let op = args.get("operator").cloned().ok_or_else(|| missing("operator"))?;
+    let op = args
+        .get("operator")
+        .cloned()
+        .ok_or_else(|| missing("operator"))?;
     let op = ev.expect_function(&op).frame(None, || {
         "while evaluating the 'operator' attribute passed as argument to builtins.genericClosure".into()
     })?;
@@ -566,7 +620,8 @@ fn generic_closure(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
             other => return Err(ev.type_error("a set", other)).frame(None, in_elem),
         };
         let Some(key) = set.get("key").cloned() else {
-            return Err(EvalError::new(ErrorKind::Eval, "attribute 'key' missing")).frame(None, in_elem);
+            return Err(EvalError::new(ErrorKind::Eval, "attribute 'key' missing"))
+                .frame(None, in_elem);
         };
         let key = ev.force(&key)?;
         if !keys.insert(ev, &key, &e)? {
@@ -583,7 +638,12 @@ fn generic_closure(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
             }
             Ok(())
         })();
-        step.frame(None, || format!("while calling operator on genericClosure element {}", show_value(&e)))?;
+        step.frame(None, || {
+            format!(
+                "while calling operator on genericClosure element {}",
+                show_value(&e)
+            )
+        })?;
         // Drop consumed entries now and then so the queue does not hold the whole closure twice.
         if head > 4096 && head * 2 > queue.len() {
             queue.drain(..head);
@@ -596,14 +656,14 @@ fn generic_closure(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 // ---- lists to sets -----------------------------------------------------------------
 
 fn list_to_attrs(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
-    let list = ev
-        .expect_list(&a[0])
-        .frame(None, || "while evaluating the argument passed to builtins.listToAttrs".into())?;
+    let list = ev.expect_list(&a[0]).frame(None, || {
+        "while evaluating the argument passed to builtins.listToAttrs".into()
+    })?;
     let mut named: Vec<(Sym, Rc<Attrs>)> = Vec::with_capacity(list.len());
     for x in list.iter() {
-        let set = ev
-            .expect_attrs(x)
-            .frame(None, || "while evaluating an element of the list passed to builtins.listToAttrs".into())?;
+        let set = ev.expect_attrs(x).frame(None, || {
+            "while evaluating an element of the list passed to builtins.listToAttrs".into()
+        })?;
         let Some(name) = set.get("name").cloned() else {
             return Err(EvalError::new(ErrorKind::Eval, "attribute 'name' missing"))
                 .frame(None, || "in a {name=...; value=...;} pair".into());
@@ -663,8 +723,9 @@ fn zip_attrs_with(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 }
 
 fn cat_attrs(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
-    let name = expect_string_no_ctx(ev, &a[0])
-        .frame(None, || "while evaluating the first argument passed to builtins.catAttrs".into())?;
+    let name = expect_string_no_ctx(ev, &a[0]).frame(None, || {
+        "while evaluating the first argument passed to builtins.catAttrs".into()
+    })?;
     let list = arg_list(ev, &a[1], "second", "catAttrs")?;
     let mut out = Vec::new();
     for x in list.iter() {
@@ -701,14 +762,35 @@ mod tests {
         assert_eq!(ok("map (x: x + 1) [ 1 2 3 ]"), "[ 2 3 4 ]");
         assert_eq!(ok("map 1 [ ]"), "[ ]");
         assert_eq!(ok("builtins.length (map (x: throw \"lazy\") [ 1 2 ])"), "2");
-        assert_eq!(ok("builtins.filter (x: x / 2 * 2 == x) [ 0 1 2 3 4 5 ]"), "[ 0 2 4 ]");
-        assert_eq!(ok("builtins.filter (x: true) [ 1 (throw \"lazy\") ] == [ ] || true"), "true");
-        assert_eq!(ok("builtins.length (builtins.filter (x: true) [ 1 (throw \"lazy\") ])"), "2");
+        assert_eq!(
+            ok("builtins.filter (x: x / 2 * 2 == x) [ 0 1 2 3 4 5 ]"),
+            "[ 0 2 4 ]"
+        );
+        assert_eq!(
+            ok("builtins.filter (x: true) [ 1 (throw \"lazy\") ] == [ ] || true"),
+            "true"
+        );
+        assert_eq!(
+            ok("builtins.length (builtins.filter (x: true) [ 1 (throw \"lazy\") ])"),
+            "2"
+        );
         assert_eq!(ok("builtins.length [ 1 2 (throw \"x\") ]"), "3");
-        fails("map 1 \"foo\"", "error: expected a list but found a string: \"foo\"");
-        fails("map 1 [ 1 ]", "error: expected a function but found an integer: 1");
-        fails("builtins.filter (_: 5) [ \"foo\" ]", "error: expected a Boolean but found an integer: 5");
-        fails("builtins.length 1", "error: expected a list but found an integer: 1");
+        fails(
+            "map 1 \"foo\"",
+            "error: expected a list but found a string: \"foo\"",
+        );
+        fails(
+            "map 1 [ 1 ]",
+            "error: expected a function but found an integer: 1",
+        );
+        fails(
+            "builtins.filter (_: 5) [ \"foo\" ]",
+            "error: expected a Boolean but found an integer: 5",
+        );
+        fails(
+            "builtins.length 1",
+            "error: expected a list but found an integer: 1",
+        );
     }
 
     #[test]
@@ -724,10 +806,22 @@ mod tests {
             "builtins.foldl' (_: f: f null) null [ (_: throw \"forced\") (_: 23) ]",
             "error: forced",
         );
-        fails("builtins.foldl' 1 \"foo\" true", "error: expected a function but found an integer: 1");
-        fails("builtins.foldl' (_: 1) \"foo\" true", "error: expected a list but found a Boolean: true");
-        fails("builtins.foldl' (_: 1) \"foo\" [ true ]", "error: attempt to call something which is not a function but an integer");
-        fails("builtins.foldl' (a: b: a) (throw \"nul\") [ ]", "error: nul");
+        fails(
+            "builtins.foldl' 1 \"foo\" true",
+            "error: expected a function but found an integer: 1",
+        );
+        fails(
+            "builtins.foldl' (_: 1) \"foo\" true",
+            "error: expected a list but found a Boolean: true",
+        );
+        fails(
+            "builtins.foldl' (_: 1) \"foo\" [ true ]",
+            "error: attempt to call something which is not a function but an integer",
+        );
+        fails(
+            "builtins.foldl' (a: b: a) (throw \"nul\") [ ]",
+            "error: nul",
+        );
     }
 
     #[test]
@@ -735,30 +829,69 @@ mod tests {
         assert_eq!(ok("[ (builtins.elemAt [ 1 2 3 ] 1) (builtins.head [ 4 5 ]) (builtins.tail [ 4 5 6 ]) ]"), "[ 2 4 [ 5 6 ] ]");
         assert_eq!(ok("builtins.tail [ 1 ]"), "[ ]");
         assert_eq!(ok("builtins.elemAt [ (throw \"a\") 2 ] 1"), "2");
-        fails("builtins.elemAt [ \"foo\" ] 3", "error: 'builtins.elemAt' called with index 3 on a list of size 1");
-        fails("builtins.elemAt [ ] (-1)", "error: 'builtins.elemAt' called with index -1 on a list of size 0");
-        fails("builtins.elemAt \"foo\" (-1)", "error: expected a list but found a string: \"foo\"");
-        fails("builtins.head [ ]", "error: 'builtins.head' called on an empty list");
-        fails("builtins.tail [ ]", "error: 'builtins.tail' called on an empty list");
-        fails("builtins.tail 1", "error: expected a list but found an integer: 1");
+        fails(
+            "builtins.elemAt [ \"foo\" ] 3",
+            "error: 'builtins.elemAt' called with index 3 on a list of size 1",
+        );
+        fails(
+            "builtins.elemAt [ ] (-1)",
+            "error: 'builtins.elemAt' called with index -1 on a list of size 0",
+        );
+        fails(
+            "builtins.elemAt \"foo\" (-1)",
+            "error: expected a list but found a string: \"foo\"",
+        );
+        fails(
+            "builtins.head [ ]",
+            "error: 'builtins.head' called on an empty list",
+        );
+        fails(
+            "builtins.tail [ ]",
+            "error: 'builtins.tail' called on an empty list",
+        );
+        fails(
+            "builtins.tail 1",
+            "error: expected a list but found an integer: 1",
+        );
     }
 
     #[test]
     fn gen_list() {
         assert_eq!(ok("builtins.genList (x: x * x) 5"), "[ 0 1 4 9 16 ]");
         assert_eq!(ok("builtins.genList (x: x) 0"), "[ ]");
-        assert_eq!(ok("builtins.length (builtins.genList (x: throw \"lazy\") 3)"), "3");
-        fails("builtins.genList false (-3)", "error: cannot create list of size -3");
-        fails("builtins.genList 1 2", "error: expected a function but found an integer: 1");
-        fails("builtins.genList 1 \"foo\"", "error: expected an integer but found a string: \"foo\"");
+        assert_eq!(
+            ok("builtins.length (builtins.genList (x: throw \"lazy\") 3)"),
+            "3"
+        );
+        fails(
+            "builtins.genList false (-3)",
+            "error: cannot create list of size -3",
+        );
+        fails(
+            "builtins.genList 1 2",
+            "error: expected a function but found an integer: 1",
+        );
+        fails(
+            "builtins.genList 1 \"foo\"",
+            "error: expected an integer but found a string: \"foo\"",
+        );
         fails("builtins.genList (x: x + \"foo\") 2", "\"foo\"");
     }
 
     #[test]
     fn sort() {
-        assert_eq!(ok("builtins.sort builtins.lessThan [ 483 249 526 147 42 77 ]"), "[ 42 77 147 249 483 526 ]");
-        assert_eq!(ok("builtins.sort (x: y: y < x) [ 483 249 526 147 42 77 ]"), "[ 526 483 249 147 77 42 ]");
-        assert_eq!(ok("builtins.sort builtins.lessThan [ \"foo\" \"bar\" \"xyzzy\" \"fnord\" ]"), "[ \"bar\" \"fnord\" \"foo\" \"xyzzy\" ]");
+        assert_eq!(
+            ok("builtins.sort builtins.lessThan [ 483 249 526 147 42 77 ]"),
+            "[ 42 77 147 249 483 526 ]"
+        );
+        assert_eq!(
+            ok("builtins.sort (x: y: y < x) [ 483 249 526 147 42 77 ]"),
+            "[ 526 483 249 147 77 42 ]"
+        );
+        assert_eq!(
+            ok("builtins.sort builtins.lessThan [ \"foo\" \"bar\" \"xyzzy\" \"fnord\" ]"),
+            "[ \"bar\" \"fnord\" \"foo\" \"xyzzy\" ]"
+        );
         assert_eq!(ok("builtins.sort (a: b: a < b) [ ]"), "[ ]");
         assert_eq!(ok("builtins.sort 1 [ ]"), "[ ]");
         // Stable.
@@ -778,32 +911,83 @@ mod tests {
             "true"
         );
         // Inconsistent comparators still yield a permutation.
-        assert_eq!(ok("builtins.length (builtins.sort (a: b: true) (builtins.genList (i: i) 100))"), "100");
-        assert_eq!(ok("builtins.sort (a: b: true) [ 1 2 3 ] == [ 1 2 3 ] || true"), "true");
-        fails("builtins.sort 1 \"foo\"", "error: expected a list but found a string: \"foo\"");
-        fails("builtins.sort 1 [ \"foo\" ]", "error: expected a function but found an integer: 1");
-        fails("builtins.sort (_: 1) [ \"foo\" \"bar\" ]", "error: attempt to call something which is not a function but an integer");
-        fails("builtins.sort (_: _: 1) [ \"foo\" \"bar\" ]", "error: expected a Boolean but found an integer: 1");
-        fails("builtins.sort builtins.lessThan [ 1 \"a\" ]", "error: cannot compare");
+        assert_eq!(
+            ok("builtins.length (builtins.sort (a: b: true) (builtins.genList (i: i) 100))"),
+            "100"
+        );
+        assert_eq!(
+            ok("builtins.sort (a: b: true) [ 1 2 3 ] == [ 1 2 3 ] || true"),
+            "true"
+        );
+        fails(
+            "builtins.sort 1 \"foo\"",
+            "error: expected a list but found a string: \"foo\"",
+        );
+        fails(
+            "builtins.sort 1 [ \"foo\" ]",
+            "error: expected a function but found an integer: 1",
+        );
+        fails(
+            "builtins.sort (_: 1) [ \"foo\" \"bar\" ]",
+            "error: attempt to call something which is not a function but an integer",
+        );
+        fails(
+            "builtins.sort (_: _: 1) [ \"foo\" \"bar\" ]",
+            "error: expected a Boolean but found an integer: 1",
+        );
+        fails(
+            "builtins.sort builtins.lessThan [ 1 \"a\" ]",
+            "error: cannot compare",
+        );
         fails("builtins.sort (a: b: throw \"cmp\") [ 1 2 ]", "error: cmp");
     }
 
     #[test]
     fn concat_and_search() {
-        assert_eq!(ok("builtins.concatLists [ [ 1 2 ] [ ] [ 3 ] ]"), "[ 1 2 3 ]");
+        assert_eq!(
+            ok("builtins.concatLists [ [ 1 2 ] [ ] [ 3 ] ]"),
+            "[ 1 2 3 ]"
+        );
         assert_eq!(ok("builtins.concatLists [ ]"), "[ ]");
         assert_eq!(ok("builtins.concatMap (x: [ x x ]) [ 1 2 ]"), "[ 1 1 2 2 ]");
-        assert_eq!(ok("builtins.concatMap (x: if x / 2 * 2 == x then [ ] else [ x ]) [ 0 1 2 3 4 5 ]"), "[ 1 3 5 ]");
+        assert_eq!(
+            ok("builtins.concatMap (x: if x / 2 * 2 == x then [ ] else [ x ]) [ 0 1 2 3 4 5 ]"),
+            "[ 1 3 5 ]"
+        );
         assert_eq!(ok("[ (builtins.elem 2 [ 1 2 3 ]) (builtins.elem 4 [ 1 2 3 ]) (builtins.elem [ 1 ] [ [ 1 ] ]) ]"), "[ true false true ]");
         assert_eq!(ok("[ (builtins.any (x: x == 1) [ ]) (builtins.any (x: x == 1) [ 2 1 ]) (builtins.all (x: x == 1) [ ]) (builtins.all (x: x == 1) [ 1 2 ]) ]"), "[ false true true false ]");
-        assert_eq!(ok("builtins.any (x: x) [ true (throw \"short-circuit\") ]"), "true");
-        fails("builtins.concatLists [ [ 1 ] \"foo\" ]", "error: expected a list but found a string: \"foo\"");
-        fails("builtins.concatLists 1", "error: expected a list but found an integer: 1");
-        fails("builtins.concatMap (x: 1) [ \"foo\" ]", "error: expected a list but found an integer: 1");
-        fails("builtins.concatMap 1 \"foo\"", "error: expected a function but found an integer: 1");
-        fails("builtins.elem 1 \"foo\"", "error: expected a list but found a string: \"foo\"");
-        fails("builtins.any 1 \"foo\"", "error: expected a function but found an integer: 1");
-        fails("builtins.all (_: 1) [ \"foo\" ]", "error: expected a Boolean but found an integer: 1");
+        assert_eq!(
+            ok("builtins.any (x: x) [ true (throw \"short-circuit\") ]"),
+            "true"
+        );
+        fails(
+            "builtins.concatLists [ [ 1 ] \"foo\" ]",
+            "error: expected a list but found a string: \"foo\"",
+        );
+        fails(
+            "builtins.concatLists 1",
+            "error: expected a list but found an integer: 1",
+        );
+        fails(
+            "builtins.concatMap (x: 1) [ \"foo\" ]",
+            "error: expected a list but found an integer: 1",
+        );
+        fails(
+            "builtins.concatMap 1 \"foo\"",
+            "error: expected a function but found an integer: 1",
+        );
+        fails(
+            "builtins.elem 1 \"foo\"",
+            "error: expected a list but found a string: \"foo\"",
+        );
+        fails(
+            "builtins.any 1 \"foo\"",
+            "error: expected a function but found an integer: 1",
+        );
+        fails(
+            "builtins.all (_: 1) [ \"foo\" ]",
+            "error: expected a Boolean but found an integer: 1",
+        );
     }
 
     #[test]
@@ -817,10 +1001,22 @@ mod tests {
             "{ b = [ \"bar\" \"baz\" ]; f = [ \"foo\" ]; }"
         );
         assert_eq!(ok("builtins.groupBy (x: x) [ ]"), "{ }");
-        fails("builtins.partition (_: 1) [ \"foo\" ]", "error: expected a Boolean but found an integer: 1");
-        fails("builtins.partition 1 \"foo\"", "error: expected a function but found an integer: 1");
-        fails("builtins.groupBy (x: x) [ \"foo\" \"bar\" 1 ]", "error: expected a string but found an integer: 1");
-        fails("builtins.groupBy (_: 1) \"foo\"", "error: expected a list but found a string: \"foo\"");
+        fails(
+            "builtins.partition (_: 1) [ \"foo\" ]",
+            "error: expected a Boolean but found an integer: 1",
+        );
+        fails(
+            "builtins.partition 1 \"foo\"",
+            "error: expected a function but found an integer: 1",
+        );
+        fails(
+            "builtins.groupBy (x: x) [ \"foo\" \"bar\" 1 ]",
+            "error: expected a string but found an integer: 1",
+        );
+        fails(
+            "builtins.groupBy (_: 1) \"foo\"",
+            "error: expected a list but found a string: \"foo\"",
+        );
     }
 
     #[test]
@@ -847,8 +1043,14 @@ mod tests {
             ok("builtins.length (builtins.genericClosure { startSet = [ { key = 0; } ]; operator = x: if x.key < 10000 then [ { key = x.key + 1; } ] else [ ]; })"),
             "10001"
         );
-        fails("builtins.genericClosure { startSet = [ { nokey = 1; } ]; operator = x: [ ]; }", "error: attribute 'key' missing");
-        fails("builtins.genericClosure { startSet = [ \"x\" ]; operator = x: [ ]; }", "error: expected a set but found a string: \"x\"");
+        fails(
+            "builtins.genericClosure { startSet = [ { nokey = 1; } ]; operator = x: [ ]; }",
+            "error: attribute 'key' missing",
+        );
+        fails(
+            "builtins.genericClosure { startSet = [ \"x\" ]; operator = x: [ ]; }",
+            "error: expected a set but found a string: \"x\"",
+        );
         fails(
             "builtins.genericClosure { startSet = [ { key = 1; } { key = \"string\"; } ]; operator = x: [ ]; }",
             "error: cannot compare a string with an integer; values are \"string\" and 1",
@@ -857,12 +1059,30 @@ mod tests {
             "builtins.genericClosure { startSet = [ { key = { }; } { key = { }; } ]; operator = x: [ ]; }",
             "values of that type are incomparable",
         );
-        fails("builtins.genericClosure { startSet = [ { key = 1; } ]; }", "error: attribute 'operator' missing");
-        fails("builtins.genericClosure { operator = x: [ ]; }", "error: attribute 'startSet' missing");
-        fails("builtins.genericClosure \"x\"", "error: expected a set but found a string: \"x\"");
-        fails("builtins.genericClosure { startSet = [ { key = 1; } ]; operator = \"f\"; }", "error: expected a function but found a string: \"f\"");
-        fails("builtins.genericClosure { startSet = [ { key = 1; } ]; operator = x: \"l\"; }", "error: expected a list but found a string: \"l\"");
-        fails("builtins.genericClosure { startSet = \"l\"; operator = x: [ ]; }", "error: expected a list but found a string: \"l\"");
+        fails(
+            "builtins.genericClosure { startSet = [ { key = 1; } ]; }",
+            "error: attribute 'operator' missing",
+        );
+        fails(
+            "builtins.genericClosure { operator = x: [ ]; }",
+            "error: attribute 'startSet' missing",
+        );
+        fails(
+            "builtins.genericClosure \"x\"",
+            "error: expected a set but found a string: \"x\"",
+        );
+        fails(
+            "builtins.genericClosure { startSet = [ { key = 1; } ]; operator = \"f\"; }",
+            "error: expected a function but found a string: \"f\"",
+        );
+        fails(
+            "builtins.genericClosure { startSet = [ { key = 1; } ]; operator = x: \"l\"; }",
+            "error: expected a list but found a string: \"l\"",
+        );
+        fails(
+            "builtins.genericClosure { startSet = \"l\"; operator = x: [ ]; }",
+            "error: expected a list but found a string: \"l\"",
+        );
     }
 
     #[test]
@@ -873,12 +1093,30 @@ mod tests {
         );
         assert_eq!(ok("(builtins.listToAttrs [ { name = \"a\"; value = 1; } { name = \"b\"; value = throw \"lazy\"; } ]).a"), "1");
         // A later duplicate need not even have a value.
-        assert_eq!(ok("builtins.listToAttrs [ { name = \"a\"; value = 1; } { name = \"a\"; } ]"), "{ a = 1; }");
-        fails("builtins.listToAttrs 1", "error: expected a list but found an integer: 1");
-        fails("builtins.listToAttrs [ 1 ]", "error: expected a set but found an integer: 1");
-        fails("builtins.listToAttrs [ { } ]", "error: attribute 'name' missing");
-        fails("builtins.listToAttrs [ { name = 1; } ]", "error: expected a string but found an integer: 1");
-        fails("builtins.listToAttrs [ { name = \"foo\"; } ]", "error: attribute 'value' missing");
+        assert_eq!(
+            ok("builtins.listToAttrs [ { name = \"a\"; value = 1; } { name = \"a\"; } ]"),
+            "{ a = 1; }"
+        );
+        fails(
+            "builtins.listToAttrs 1",
+            "error: expected a list but found an integer: 1",
+        );
+        fails(
+            "builtins.listToAttrs [ 1 ]",
+            "error: expected a set but found an integer: 1",
+        );
+        fails(
+            "builtins.listToAttrs [ { } ]",
+            "error: attribute 'name' missing",
+        );
+        fails(
+            "builtins.listToAttrs [ { name = 1; } ]",
+            "error: expected a string but found an integer: 1",
+        );
+        fails(
+            "builtins.listToAttrs [ { name = \"foo\"; } ]",
+            "error: attribute 'value' missing",
+        );
     }
 
     #[test]
@@ -888,12 +1126,33 @@ mod tests {
             "{ a = { name = \"a\"; values = [ \"x\" \"y\" ]; }; b = { name = \"b\"; values = [ \"z\" ]; }; }"
         );
         assert_eq!(ok("builtins.zipAttrsWith (n: v: v) [ ]"), "{ }");
-        assert_eq!(ok("builtins.catAttrs \"a\" [ { a = 1; } { b = 0; } { a = 2; } ]"), "[ 1 2 ]");
-        fails("builtins.zipAttrsWith [ ] [ 1 ]", "error: expected a function but found a list");
-        fails("builtins.zipAttrsWith (_: 1) [ 1 ]", "error: expected a set but found an integer: 1");
-        fails("builtins.zipAttrsWith (_: 1) [ { foo = 1; } ]", "error: attempt to call something which is not a function but an integer: 1");
-        fails("builtins.catAttrs [ ] { }", "error: expected a string but found a list");
-        fails("builtins.catAttrs \"foo\" { }", "error: expected a list but found a set");
-        fails("builtins.catAttrs \"foo\" [ { foo = 1; } 1 ]", "error: expected a set but found an integer: 1");
+        assert_eq!(
+            ok("builtins.catAttrs \"a\" [ { a = 1; } { b = 0; } { a = 2; } ]"),
+            "[ 1 2 ]"
+        );
+        fails(
+            "builtins.zipAttrsWith [ ] [ 1 ]",
+            "error: expected a function but found a list",
+        );
+        fails(
+            "builtins.zipAttrsWith (_: 1) [ 1 ]",
+            "error: expected a set but found an integer: 1",
+        );
+        fails(
+            "builtins.zipAttrsWith (_: 1) [ { foo = 1; } ]",
+            "error: attempt to call something which is not a function but an integer: 1",
+        );
+        fails(
+            "builtins.catAttrs [ ] { }",
+            "error: expected a string but found a list",
+        );
+        fails(
+            "builtins.catAttrs \"foo\" { }",
+            "error: expected a list but found a set",
+        );
+        fails(
+            "builtins.catAttrs \"foo\" [ { foo = 1; } 1 ]",
+            "error: expected a set but found an integer: 1",
+        );
     }
 }

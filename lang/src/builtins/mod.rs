@@ -79,10 +79,16 @@ pub fn globals(ev: &mut Evaluator) -> (HashMap<Sym, u32>, Vec<Value>) {
     entries.push((Sym::new("true"), Value::Bool(true)));
     entries.push((Sym::new("false"), Value::Bool(false)));
     entries.push((Sym::new("null"), Value::Null));
-    entries.push((Sym::new("currentSystem"), Value::str(ev.settings.system.clone())));
+    entries.push((
+        Sym::new("currentSystem"),
+        Value::str(ev.settings.system.clone()),
+    ));
     entries.push((Sym::new("nixVersion"), Value::str("2.18.0")));
     entries.push((Sym::new("langVersion"), Value::Int(6)));
-    entries.push((Sym::new("storeDir"), Value::str(ev.store.store_dir().to_string())));
+    entries.push((
+        Sym::new("storeDir"),
+        Value::str(ev.store.store_dir().to_string()),
+    ));
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
@@ -119,7 +125,8 @@ pub fn globals(ev: &mut Evaluator) -> (HashMap<Sym, u32>, Vec<Value>) {
     };
     bind("builtins".into(), builtins_set);
     for (k, v) in entries {
-        let plain = PLAIN_GLOBALS.contains(&k.as_str()) || matches!(k.as_str(), "true" | "false" | "null");
+        let plain =
+            PLAIN_GLOBALS.contains(&k.as_str()) || matches!(k.as_str(), "true" | "false" | "null");
         if plain {
             bind(k.to_string(), v.clone());
         }
@@ -135,7 +142,9 @@ pub(crate) const fn op(name: &'static str, arity: usize, f: crate::value::PrimOp
 
 /// Builds an attribute set from `(name, value)` pairs in any order.
 pub(crate) fn mk_attrs(pairs: Vec<(&str, Value)>) -> Value {
-    Value::attrs(Attrs::from_unsorted(pairs.into_iter().map(|(k, v)| (Sym::new(k), v)).collect()))
+    Value::attrs(Attrs::from_unsorted(
+        pairs.into_iter().map(|(k, v)| (Sym::new(k), v)).collect(),
+    ))
 }
 
 /// Renders a value as JSON exactly as `builtins.toJSON` does (for `--json`).
@@ -144,8 +153,13 @@ pub fn value_to_json(ev: &mut Evaluator, v: &Value) -> crate::eval::EResult<Stri
         .iter()
         .flat_map(|t| t.iter())
         .find(|op| op.name == "toJSON")
-        .ok_or_else(|| crate::eval::EvalError::new(crate::eval::ErrorKind::Eval, "toJSON is not available"))?;
-    let f = Value::PrimOp(Rc::new(PrimOpApp { op, args: Vec::new() }));
+        .ok_or_else(|| {
+            crate::eval::EvalError::new(crate::eval::ErrorKind::Eval, "toJSON is not available")
+        })?;
+    let f = Value::PrimOp(Rc::new(PrimOpApp {
+        op,
+        args: Vec::new(),
+    }));
     let s = ev.call(&f, v.clone())?;
     Ok(ev.expect_string(&s)?.as_str().to_string())
 }

@@ -119,18 +119,25 @@ fn compare_versions_op(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let v2 = force_string_no_ctx(ev, &a[1], || {
         "while evaluating the second argument passed to builtins.compareVersions".into()
     })?;
-    Ok(Value::Int(match compare_versions(v1.as_str(), v2.as_str()) {
-        Ordering::Less => -1,
-        Ordering::Equal => 0,
-        Ordering::Greater => 1,
-    }))
+    Ok(Value::Int(
+        match compare_versions(v1.as_str(), v2.as_str()) {
+            Ordering::Less => -1,
+            Ordering::Equal => 0,
+            Ordering::Greater => 1,
+        },
+    ))
 }
 
 fn split_version_op(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let v = force_string_no_ctx(ev, &a[0], || {
         "while evaluating the first argument passed to builtins.splitVersion".into()
     })?;
-    Ok(Value::list(split_version(v.as_str()).into_iter().map(Value::str).collect()))
+    Ok(Value::list(
+        split_version(v.as_str())
+            .into_iter()
+            .map(Value::str)
+            .collect(),
+    ))
 }
 
 fn parse_drv_name_op(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
@@ -138,7 +145,10 @@ fn parse_drv_name_op(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
         "while evaluating the first argument passed to builtins.parseDrvName".into()
     })?;
     let (name, version) = parse_drv_name(s.as_str());
-    Ok(mk_attrs(vec![("name", Value::str(name)), ("version", Value::str(version))]))
+    Ok(mk_attrs(vec![
+        ("name", Value::str(name)),
+        ("version", Value::str(version)),
+    ]))
 }
 
 #[cfg(test)]
@@ -195,11 +205,20 @@ mod tests {
     #[test]
     fn split_and_parse_vectors() {
         assert_eq!(split_version("1.2.3"), ["1", "2", "3"]);
-        assert_eq!(split_version("1.2pre3-rc.x_y"), ["1", "2", "pre", "3", "rc", "x_y"]);
+        assert_eq!(
+            split_version("1.2pre3-rc.x_y"),
+            ["1", "2", "pre", "3", "rc", "x_y"]
+        );
         assert_eq!(split_version("..-"), Vec::<String>::new());
-        assert_eq!(parse_drv_name("hello-1.0.2"), ("hello".into(), "1.0.2".into()));
+        assert_eq!(
+            parse_drv_name("hello-1.0.2"),
+            ("hello".into(), "1.0.2".into())
+        );
         assert_eq!(parse_drv_name("hello"), ("hello".into(), "".into()));
-        assert_eq!(parse_drv_name("xf86-video-i810-1.7.4"), ("xf86-video-i810".into(), "1.7.4".into()));
+        assert_eq!(
+            parse_drv_name("xf86-video-i810-1.7.4"),
+            ("xf86-video-i810".into(), "1.7.4".into())
+        );
         assert_eq!(
             parse_drv_name("name-that-ends-with-dash--1.0"),
             ("name-that-ends-with-dash".into(), "-1.0".into())
@@ -212,18 +231,30 @@ mod tests {
         assert_eq!(ev("builtins.compareVersions \"1.0\" \"2.3\""), "-1");
         assert_eq!(ev("builtins.compareVersions \"2.3\" \"2.3\""), "0");
         assert_eq!(ev("builtins.compareVersions \"2.3.1\" \"2.3a\""), "1");
-        assert_eq!(ev("builtins.splitVersion \"1.2.3\""), "[ \"1\" \"2\" \"3\" ]");
+        assert_eq!(
+            ev("builtins.splitVersion \"1.2.3\""),
+            "[ \"1\" \"2\" \"3\" ]"
+        );
         assert_eq!(
             ev("builtins.parseDrvName \"915resolution-0.5.2\""),
             "{ name = \"915resolution\"; version = \"0.5.2\"; }"
         );
         let e = err("builtins.compareVersions 1 { }");
-        assert!(e.contains("expected a string but found an integer: 1"), "{e}");
+        assert!(
+            e.contains("expected a string but found an integer: 1"),
+            "{e}"
+        );
         let e = err("builtins.compareVersions \"abd\" { }");
         assert!(e.contains("expected a string but found a set"), "{e}");
         let e = err("builtins.splitVersion 1");
-        assert!(e.contains("expected a string but found an integer: 1"), "{e}");
+        assert!(
+            e.contains("expected a string but found an integer: 1"),
+            "{e}"
+        );
         let e = err("builtins.parseDrvName 1");
-        assert!(e.contains("expected a string but found an integer: 1"), "{e}");
+        assert!(
+            e.contains("expected a string but found an integer: 1"),
+            "{e}"
+        );
     }
 }

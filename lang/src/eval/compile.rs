@@ -13,7 +13,7 @@ use std::rc::Rc;
 use super::error::{did_you_mean, EResult, ErrorKind, EvalError};
 use super::ir::*;
 use crate::syntax::ast::{
-    AttrName, Binding, BinaryOp, Expr, ExprKind, Param, PathAnchor, Span, StrPart, UnaryOp,
+    AttrName, BinaryOp, Binding, Expr, ExprKind, Param, PathAnchor, Span, StrPart, UnaryOp,
 };
 use crate::value::{Attrs, Sym, Value};
 
@@ -342,7 +342,12 @@ impl<'a> Compiler<'a> {
         Ok(Rc::new(Ir::Str { parts: out, pos }))
     }
 
-    fn compile_path(&mut self, anchor: PathAnchor, parts: &[StrPart], span: Span) -> EResult<Rc<Ir>> {
+    fn compile_path(
+        &mut self,
+        anchor: PathAnchor,
+        parts: &[StrPart],
+        span: Span,
+    ) -> EResult<Rc<Ir>> {
         let pos = self.pos(span);
         let first = match parts.first() {
             Some(StrPart::Lit(s)) => s.clone(),
@@ -376,7 +381,9 @@ impl<'a> Compiler<'a> {
             }
         };
         if parts.len() <= 1 {
-            return Ok(Rc::new(Ir::Const(Value::Path(Rc::new(canon_path(&prefix))))));
+            return Ok(Rc::new(Ir::Const(Value::Path(Rc::new(canon_path(
+                &prefix,
+            ))))));
         }
         // Keep a trailing slash of the prefix: `./a/${b}` is `/base/a/` + b.
         let mut anchored = canon_path(&prefix).to_string_lossy().into_owned();
@@ -464,7 +471,13 @@ impl<'a> Compiler<'a> {
 
     // ---- attribute sets -------------------------------------------------
 
-    fn build_tree(&mut self, rec: bool, bindings: &[Binding], span: Span, is_let: bool) -> EResult<Tree> {
+    fn build_tree(
+        &mut self,
+        rec: bool,
+        bindings: &[Binding],
+        span: Span,
+        is_let: bool,
+    ) -> EResult<Tree> {
         let mut tree = Tree::new(rec, span);
         for b in bindings {
             match b {
@@ -556,7 +569,11 @@ impl<'a> Compiler<'a> {
                     Some(i) => {
                         // Turn an existing literal set into a tree we can merge into.
                         if let Entry::Expr(e) = &tree.statics[i].1 {
-                            if let ExprKind::Attrs { rec: false, bindings } = &e.kind {
+                            if let ExprKind::Attrs {
+                                rec: false,
+                                bindings,
+                            } = &e.kind
+                            {
                                 let t = self.build_tree(false, bindings, e.span, false)?;
                                 tree.statics[i].1 = Entry::Nested(t);
                             }
@@ -570,7 +587,8 @@ impl<'a> Compiler<'a> {
                             Entry::Nested(sub) if mergeable_new => {
                                 if rest.is_empty() {
                                     if let ExprKind::Attrs { bindings, .. } = &value.kind {
-                                        let more = self.build_tree(false, bindings, value.span, false)?;
+                                        let more =
+                                            self.build_tree(false, bindings, value.span, false)?;
                                         return self.merge_trees(sub, more, done);
                                     }
                                     unreachable!("mergeable_new checked the kind");
@@ -670,7 +688,13 @@ impl<'a> Compiler<'a> {
         result
     }
 
-    fn compile_entry(&mut self, entry: Entry, rec: bool, hidden_base: usize, name: Option<&Sym>) -> EResult<Rc<Ir>> {
+    fn compile_entry(
+        &mut self,
+        entry: Entry,
+        rec: bool,
+        hidden_base: usize,
+        name: Option<&Sym>,
+    ) -> EResult<Rc<Ir>> {
         Ok(match entry {
             Entry::Expr(e) => {
                 let ir = self.compile(&e)?;
@@ -729,7 +753,10 @@ mod tests {
 
     #[test]
     fn canon_vectors() {
-        assert_eq!(canon_path("/a//b/./c/../d/"), std::path::Path::new("/a/b/d"));
+        assert_eq!(
+            canon_path("/a//b/./c/../d/"),
+            std::path::Path::new("/a/b/d")
+        );
         assert_eq!(canon_path("/.."), std::path::Path::new("/"));
         assert_eq!(canon_path("/"), std::path::Path::new("/"));
     }

@@ -151,7 +151,11 @@ impl SourceMap {
         };
         let start = f.line_starts[line] as usize;
         let end = (offset as usize).min(f.text.len());
-        let col = f.text.get(start..end).map_or(end - start, |s| s.chars().count()) + 1;
+        let col = f
+            .text
+            .get(start..end)
+            .map_or(end - start, |s| s.chars().count())
+            + 1;
         (line + 1, col)
     }
 
@@ -170,7 +174,11 @@ impl SourceMap {
         let (l, c) = self.line_col(pos.file, pos.span.start);
         let start = f.line_starts[l - 1] as usize;
         let end = f.line_starts.get(l).map_or(f.text.len(), |e| *e as usize);
-        let line = f.text.get(start..end).unwrap_or("").trim_end_matches(['\n', '\r']);
+        let line = f
+            .text
+            .get(start..end)
+            .unwrap_or("")
+            .trim_end_matches(['\n', '\r']);
         // Keep snippets readable for minified or huge one-line inputs.
         let shown: String = line.chars().take(200).collect();
         let width = (pos.span.end.saturating_sub(pos.span.start) as usize).clamp(1, 80);
@@ -266,7 +274,10 @@ mod tests {
     #[test]
     fn suggestions() {
         let c = ["foo", "bar", "baz"];
-        assert_eq!(did_you_mean("fo", c.iter().copied()).as_deref(), Some("foo"));
+        assert_eq!(
+            did_you_mean("fo", c.iter().copied()).as_deref(),
+            Some("foo")
+        );
         assert_eq!(did_you_mean("qqqqq", c.iter().copied()), None);
     }
 }

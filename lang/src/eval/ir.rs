@@ -51,7 +51,10 @@ impl Env {
         let mut e = self;
         for _ in 0..up {
             // The compiler only emits depths that exist.
-            e = e.0.parent.as_ref().expect("scope depth resolved at compile time");
+            e =
+                e.0.parent
+                    .as_ref()
+                    .expect("scope depth resolved at compile time");
         }
         e
     }

@@ -94,7 +94,13 @@ impl Evaluator {
     // ---- entry points ----------------------------------------------------
 
     /// Parses and compiles `text`; `path` anchors relative path literals.
-    pub fn compile_source(&mut self, name: String, path: Option<PathBuf>, text: Rc<str>, base_dir: &Path) -> EResult<Rc<Ir>> {
+    pub fn compile_source(
+        &mut self,
+        name: String,
+        path: Option<PathBuf>,
+        text: Rc<str>,
+        base_dir: &Path,
+    ) -> EResult<Rc<Ir>> {
         let file = self.sources.add(name.clone(), path, text.clone());
         let ast = crate::syntax::parse(&text).map_err(|e| {
             EvalError::at(
@@ -105,7 +111,15 @@ impl Evaluator {
         })?;
         let sources = &self.sources;
         let lc = |off: u32| sources.line_col(file, off);
-        let mut c = Compiler::new(&self.global_names, file, &name, base_dir, &text, self.settings.lints, &lc);
+        let mut c = Compiler::new(
+            &self.global_names,
+            file,
+            &name,
+            base_dir,
+            &text,
+            self.settings.lints,
+            &lc,
+        );
         let ir = c.compile(&ast)?;
         let warnings = std::mem::take(&mut c.warnings);
         for (pos, msg) in warnings {
@@ -131,18 +145,33 @@ impl Evaluator {
         if let Some(v) = self.import_cache.get(&path) {
             return Ok(v.clone());
         }
-        let real = self.store.realise_path(&path).unwrap_or_else(|| path.clone());
+        let real = self
+            .store
+            .realise_path(&path)
+            .unwrap_or_else(|| path.clone());
         let bytes = std::fs::read(&real).map_err(|e| {
-            EvalError::new(ErrorKind::Io, format!("reading file '{}': {e}", path.display()))
+            EvalError::new(
+                ErrorKind::Io,
+                format!("reading file '{}': {e}", path.display()),
+            )
         })?;
         let text = String::from_utf8(bytes).map_err(|e| {
             EvalError::new(
                 ErrorKind::Parse,
-                format!("file '{}' is not valid UTF-8 (at byte {})", path.display(), e.utf8_error().valid_up_to()),
+                format!(
+                    "file '{}' is not valid UTF-8 (at byte {})",
+                    path.display(),
+                    e.utf8_error().valid_up_to()
+                ),
             )
         })?;
         let base = path.parent().unwrap_or(Path::new("/")).to_path_buf();
-        let ir = self.compile_source(path.display().to_string(), Some(path.clone()), text.into(), &base)?;
+        let ir = self.compile_source(
+            path.display().to_string(),
+            Some(path.clone()),
+            text.into(),
+            &base,
+        )?;
         // Cache a thunk first so a file importing itself is infinite recursion, not a hang.
         let env = self.globals.clone();
         let thunk = Value::Thunk(Thunk::new(ThunkState::Suspended(ir, env)));
@@ -212,6 +241,19 @@ impl Evaluator {
         }
     }
 
+    /// Like [`Self::delay`], for a value stored into a scope that is still being
+    /// filled (`rec`, `let`, formal defaults): a variable of that same scope may
+    /// not be set yet, so it is read when forced, not now.
+    #[inline]
+    fn delay_in_new_scope(&mut self, ir: &Rc<Ir>, env: &Env) -> Value {
+        match &**ir {
+            Ir::Var { up: 0, .. } => {
+                Value::Thunk(Thunk::new(ThunkState::Suspended(ir.clone(), env.clone())))
+            }
+            _ => self.delay(ir, env),
+        }
+    }
+
     // ---- evaluation --------------------------------------------------------
 
     pub fn eval(&mut self, ir: &Ir, env: &Env) -> EResult<Value> {
@@ -255,7 +297,9 @@ impl Evaluator {
                 default,
                 pos,
             } => self.eval_select(expr, path, default.as_ref(), env, *pos),
-            Ir::HasAttr { expr, path, pos } => self.eval_has_attr(expr, path, env, *pos).map(Value::Bool),
+            Ir::HasAttr { expr, path, pos } => {
+                self.eval_has_attr(expr, path, env, *pos).map(Value::Bool)
+            }
             Ir::With { env: e, body } => {
                 let attrs = self.delay(e, env);
                 let new_env = Env::new_with(env, attrs);
@@ -267,7 +311,11 @@ impl Evaluator {
                     self.eval(body, env)
                 } else {
                     let text = self.source_text(*pos);
-                    Err(EvalError::at(ErrorKind::Assert, format!("assertion '{text}' failed"), *pos))
+                    Err(EvalError::at(
+                        ErrorKind::Assert,
+                        format!("assertion '{text}' failed"),
+                        *pos,
+                    ))
                 }
             }
             Ir::If {
@@ -343,16 +391,21 @@ impl Evaluator {
                 }
             }
             for h in &def.hidden {
-                let v = self.delay(h, &new_env);
+                let v = self.delay_in_new_scope(h, &new_env);
                 new_env.push(v);
             }
             new_env
         } else {
             env.clone()
         };
-        let mut entries: Vec<(Sym, Value)> = Vec::with_capacity(def.statics.len() + def.dynamics.len());
+        let mut entries: Vec<(Sym, Value)> =
+            Vec::with_capacity(def.statics.len() + def.dynamics.len());
         for (i, a) in def.statics.iter().enumerate() {
-            let v = self.delay(&a.value, &scope);
+            let v = if def.needs_env() {
+                self.delay_in_new_scope(&a.value, &scope)
+            } else {
+                self.delay(&a.value, &scope)
+            };
             if def.rec {
                 scope.set(i as u32, v.clone());
             }
@@ -367,7 +420,10 @@ impl Evaluator {
                 other => {
                     return Err(EvalError::at(
                         ErrorKind::Type,
-                        format!("expected a string but found {}", self.describe_value(&other)),
+                        format!(
+                            "expected a string but found {}",
+                            self.describe_value(&other)
+                        ),
                         *pos,
                     ))
                 }
@@ -436,15 +492,17 @@ impl Evaluator {
             };
             match next {
                 Some(v) => {
-                    cur = self
-                        .force(&v)
-                        .frame(Some(pos), || format!("while evaluating the attribute '{name}'"))?;
+                    cur = self.force(&v).frame(Some(pos), || {
+                        format!("while evaluating the attribute '{name}'")
+                    })?;
                 }
                 None => {
                     if let Some(d) = default {
                         return self.eval(d, env);
                     }
-                    let Value::Attrs(a) = &cur else { unreachable!("non-sets handled above") };
+                    let Value::Attrs(a) = &cur else {
+                        unreachable!("non-sets handled above")
+                    };
                     let mut msg = format!("attribute '{name}' missing");
                     if let Some(s) = error::did_you_mean(&name, a.keys().map(|k| k.as_str())) {
                         msg.push_str(&format!("; did you mean '{s}'?"));
@@ -457,7 +515,13 @@ impl Evaluator {
         Ok(cur)
     }
 
-    fn eval_has_attr(&mut self, expr: &Rc<Ir>, path: &[IrAttrName], env: &Env, pos: Pos) -> EResult<bool> {
+    fn eval_has_attr(
+        &mut self,
+        expr: &Rc<Ir>,
+        path: &[IrAttrName],
+        env: &Env,
+        pos: Pos,
+    ) -> EResult<bool> {
         let mut cur = self.eval(expr, env)?;
         for (i, n) in path.iter().enumerate() {
             let name = self.attr_name(n, env).at_pos(pos)?;
@@ -494,9 +558,8 @@ impl Evaluator {
                 args.push(arg);
                 if args.len() == app.op.arity {
                     let op = app.op;
-                    let r = (op.f)(self, args).frame(None, || {
-                        format!("while calling the '{}' builtin", op.name)
-                    })?;
+                    let r = (op.f)(self, args)
+                        .frame(None, || format!("while calling the '{}' builtin", op.name))?;
                     self.force(&r)
                 } else {
                     Ok(Value::PrimOp(Rc::new(PrimOpApp { op: app.op, args })))
@@ -574,8 +637,11 @@ impl Evaluator {
                 if !*ellipsis {
                     for k in attrs.keys() {
                         if !formals.iter().any(|(n, _)| n == k) {
-                            let mut msg = format!("{} called with unexpected argument '{k}'", fname());
-                            if let Some(s) = error::did_you_mean(k, formals.iter().map(|(n, _)| n.as_str())) {
+                            let mut msg =
+                                format!("{} called with unexpected argument '{k}'", fname());
+                            if let Some(s) =
+                                error::did_you_mean(k, formals.iter().map(|(n, _)| n.as_str()))
+                            {
                                 msg.push_str(&format!("; did you mean '{s}'?"));
                             }
                             return Err(EvalError::at(ErrorKind::Type, msg, def.pos));
@@ -595,7 +661,10 @@ impl Evaluator {
                             None => {
                                 return Err(EvalError::at(
                                     ErrorKind::Type,
-                                    format!("{} called without required argument '{name}'", fname()),
+                                    format!(
+                                        "{} called without required argument '{name}'",
+                                        fname()
+                                    ),
                                     def.pos,
                                 ))
                             }
@@ -603,7 +672,7 @@ impl Evaluator {
                     }
                 }
                 for (i, d) in defaults {
-                    let v = self.delay(d, &env);
+                    let v = self.delay_in_new_scope(d, &env);
                     env.set(i as u32, v);
                 }
                 if at.is_some() {
@@ -626,7 +695,10 @@ impl Evaluator {
         match v {
             Value::Int(i) => format!("an integer: {i}"),
             Value::Bool(b) => format!("a Boolean: {b}"),
-            Value::String(s) => format!("a string: \"{}\"", s.as_str().chars().take(60).collect::<String>()),
+            Value::String(s) => format!(
+                "a string: \"{}\"",
+                s.as_str().chars().take(60).collect::<String>()
+            ),
             Value::Path(p) => format!("a path: {}", p.display()),
             Value::Null => "null".into(),
             other => other.type_().described().to_string(),

@@ -42,7 +42,14 @@ impl CoerceMode {
 }
 
 impl Evaluator {
-    pub(super) fn eval_binary(&mut self, op: BinaryOp, lhs: &Rc<Ir>, rhs: &Rc<Ir>, env: &Env, pos: Pos) -> EResult<Value> {
+    pub(super) fn eval_binary(
+        &mut self,
+        op: BinaryOp,
+        lhs: &Rc<Ir>,
+        rhs: &Rc<Ir>,
+        env: &Env,
+        pos: Pos,
+    ) -> EResult<Value> {
         use BinaryOp::*;
         match op {
             And => {
@@ -108,7 +115,9 @@ impl Evaluator {
             Le => Ok(Value::Bool(self.compare(l, r)? != Ordering::Greater)),
             Gt => Ok(Value::Bool(self.compare(l, r)? == Ordering::Greater)),
             Ge => Ok(Value::Bool(self.compare(l, r)? != Ordering::Less)),
-            And | Or | Impl | PipeLeft | PipeRight => unreachable!("lazy operators are handled in eval_binary"),
+            And | Or | Impl | PipeLeft | PipeRight => {
+                unreachable!("lazy operators are handled in eval_binary")
+            }
         }
     }
 
@@ -135,7 +144,10 @@ impl Evaluator {
                     }
                 };
                 res.map(Value::Int).ok_or_else(|| {
-                    EvalError::new(ErrorKind::Eval, format!("integer overflow in {name}ing {a} and {b}"))
+                    EvalError::new(
+                        ErrorKind::Eval,
+                        format!("integer overflow in {name}ing {a} and {b}"),
+                    )
                 })
             }
             (Value::Int(_) | Value::Float(_), Value::Int(_) | Value::Float(_)) => {
@@ -154,7 +166,11 @@ impl Evaluator {
                 }))
             }
             _ => {
-                let bad = if matches!(l, Value::Int(_) | Value::Float(_)) { r } else { l };
+                let bad = if matches!(l, Value::Int(_) | Value::Float(_)) {
+                    r
+                } else {
+                    l
+                };
                 Err(EvalError::new(
                     ErrorKind::Type,
                     format!("expected an integer but found {}", self.describe_value(bad)),
@@ -210,7 +226,9 @@ impl Evaluator {
             (Value::Null, Value::Null) => true,
             (Value::Bool(a), Value::Bool(b)) => a == b,
             (Value::Int(a), Value::Int(b)) => a == b,
-            (Value::Int(_) | Value::Float(_), Value::Int(_) | Value::Float(_)) => as_f64(&l) == as_f64(&r),
+            (Value::Int(_) | Value::Float(_), Value::Int(_) | Value::Float(_)) => {
+                as_f64(&l) == as_f64(&r)
+            }
             (Value::String(a), Value::String(b)) => a.as_str() == b.as_str(),
             (Value::Path(a), Value::Path(b)) => a == b,
             (Value::List(a), Value::List(b)) => {
@@ -282,9 +300,9 @@ impl Evaluator {
         let r = self.force(r)?;
         match (&l, &r) {
             (Value::Int(a), Value::Int(b)) => Ok(a.cmp(b)),
-            (Value::Int(_) | Value::Float(_), Value::Int(_) | Value::Float(_)) => {
-                Ok(as_f64(&l).partial_cmp(&as_f64(&r)).unwrap_or(Ordering::Equal))
-            }
+            (Value::Int(_) | Value::Float(_), Value::Int(_) | Value::Float(_)) => Ok(as_f64(&l)
+                .partial_cmp(&as_f64(&r))
+                .unwrap_or(Ordering::Equal)),
             (Value::String(a), Value::String(b)) => Ok(a.as_str().cmp(b.as_str())),
             (Value::Path(a), Value::Path(b)) => Ok(a.as_os_str().cmp(b.as_os_str())),
             (Value::List(a), Value::List(b)) => {
@@ -324,7 +342,12 @@ impl Evaluator {
         Ok(Value::String(NixString::with_context(s, ctx)))
     }
 
-    pub(super) fn eval_path_interp(&mut self, parts: &[Rc<Ir>], env: &Env, pos: Pos) -> EResult<Value> {
+    pub(super) fn eval_path_interp(
+        &mut self,
+        parts: &[Rc<Ir>],
+        env: &Env,
+        pos: Pos,
+    ) -> EResult<Value> {
         let mut s = String::new();
         for p in parts {
             let v = self.eval(p, env)?;
@@ -352,7 +375,10 @@ impl Evaluator {
             Value::Path(p) => {
                 if mode.copies() {
                     let sp = self.copy_path_to_store(p)?;
-                    Ok(NixString::with_context(sp.clone(), Context::single(ContextElem::Opaque(sp))))
+                    Ok(NixString::with_context(
+                        sp.clone(),
+                        Context::single(ContextElem::Opaque(sp)),
+                    ))
                 } else {
                     Ok(NixString::new(p.to_string_lossy().into_owned()))
                 }
@@ -367,13 +393,19 @@ impl Evaluator {
                 }
                 Err(EvalError::new(
                     ErrorKind::Type,
-                    format!("cannot coerce {} to a string: {}", v.type_().described(), self.print_short(&v)),
+                    format!(
+                        "cannot coerce {} to a string: {}",
+                        v.type_().described(),
+                        self.print_short(&v)
+                    ),
                 ))
             }
             Value::Int(i) if mode.coerce_more() => Ok(NixString::new(i.to_string())),
             // Nix uses C++ `std::to_string` here: six decimals (`toString 1.5` is "1.500000").
             Value::Float(f) if mode.coerce_more() => Ok(NixString::new(format!("{f:.6}"))),
-            Value::Bool(b) if mode.coerce_more() => Ok(NixString::new(if *b { "1" } else { "" }.into())),
+            Value::Bool(b) if mode.coerce_more() => {
+                Ok(NixString::new(if *b { "1" } else { "" }.into()))
+            }
             Value::Null if mode.coerce_more() => Ok(NixString::new(String::new())),
             Value::List(l) if mode.coerce_more() => {
                 let mut s = String::new();
@@ -489,7 +521,10 @@ impl Evaluator {
     pub fn type_error(&self, expected: &str, found: &Value) -> Box<EvalError> {
         EvalError::new(
             ErrorKind::Type,
-            format!("expected {expected} but found {}", self.describe_value(found)),
+            format!(
+                "expected {expected} but found {}",
+                self.describe_value(found)
+            ),
         )
     }
 
@@ -501,7 +536,11 @@ impl Evaluator {
         Ok(r)
     }
 
-    fn force_deep_inner(&mut self, v: &Value, seen: &mut std::collections::HashSet<usize>) -> EResult<()> {
+    fn force_deep_inner(
+        &mut self,
+        v: &Value,
+        seen: &mut std::collections::HashSet<usize>,
+    ) -> EResult<()> {
         stacker::maybe_grow(256 * 1024, 8 * 1024 * 1024, || {
             match v {
                 Value::Attrs(a) => {

@@ -11,11 +11,12 @@
 //! duplicate attributes: that is `eval::compile`'s job. It must never panic or
 //! overflow the stack, whatever the input.
 //!
-//! Structure: [`lexer`] tokenizes outside string literals with nom recognizers and
-//! flex's longest-match rule; [`strings`] lexes `"…"`, `''…''` and path literals,
-//! whose interpolations call back into the expression grammar; [`expr`] is the
-//! expression grammar (a precedence climber over the tokens); [`binds`] holds
-//! attribute sets, bindings, attribute paths and lambda patterns.
+//! Structure (submodules under `parser/`): `lexer` tokenizes outside string
+//! literals with nom recognizers and flex's longest-match rule; `strings` lexes
+//! `"…"`, `''…''` and path literals, whose interpolations call back into the
+//! expression grammar; `expr` is the expression grammar (a precedence climber over
+//! the tokens); `binds` holds attribute sets, bindings, attribute paths and lambda
+//! patterns.
 //!
 //! Resource limits: recursion runs under `stacker::maybe_grow`, so deep nesting
 //! never overflows the stack; nested parentheses are parsed iteratively and cost
@@ -60,16 +61,20 @@ impl ParseError {
 /// 4 GiB or more are rejected since spans are 32-bit.
 pub fn parse(src: &str) -> Result<Expr, ParseError> {
     if u32::try_from(src.len()).is_err() {
-        return Err(ParseError::new("source is too large (4 GiB or more)", Span::new(0, 0)));
+        return Err(ParseError::new(
+            "source is too large (4 GiB or more)",
+            Span::new(0, 0),
+        ));
     }
     let mut p = Parser {
         src,
         pos: 0,
         peeked: None,
         peeked2: None,
+        nesting: 0,
     };
     p.enter(|p| {
-        let e = p.parse_expr()?;
+        let e = p.expr_root()?;
         let tok = p.peek()?;
         if tok.t != T::Eof {
             return Err(p.unexpected(tok, Some("end of file")));
@@ -78,9 +83,11 @@ pub fn parse(src: &str) -> Result<Expr, ParseError> {
     })
 }
 
-/// The deepest expression tree `parse` returns. Dropping or walking a tree costs
-/// some stack per level (about 100 bytes for a plain drop), so this keeps that
-/// under a megabyte. Nix's own parser gives up at a similar nesting.
+/// The deepest expression tree [`parse`] returns; deeper input is rejected with
+/// "expression nested too deeply". Dropping or walking a tree recursively costs
+/// stack per level (about 80 bytes for a plain drop), so this keeps a drop under a
+/// megabyte. Parentheses do not count: they add no tree depth. (Nix's own parser
+/// runs out of its parse stack at a comparable nesting of lists or sets.)
 pub const MAX_DEPTH: u32 = 8_000;
 
 /// Stack that must remain before recursing further; otherwise a new segment is
@@ -108,6 +115,9 @@ struct Parser<'a> {
     peeked: Option<Token<'a>>,
     /// The token after `peeked`, when it was needed.
     peeked2: Option<Token<'a>>,
+    /// How many enclosing nodes are under construction (a lower bound of the final
+    /// tree depth), checked before recursing so that deep input fails early.
+    nesting: u32,
 }
 
 impl<'a> Parser<'a> {
@@ -192,5 +202,19 @@ impl<'a> Parser<'a> {
     /// Runs a recursive step with enough stack, growing it on the heap if needed.
     fn enter<R>(&mut self, f: impl FnOnce(&mut Self) -> PResult<R>) -> PResult<R> {
         stacker::maybe_grow(RED_ZONE, STACK_SEGMENT, || f(self))
+    }
+
+    /// Like [`Parser::enter`], for a sub-expression that will be a child of a node
+    /// under construction: fails with "expression nested too deeply" at the next
+    /// token once [`MAX_DEPTH`] such nodes are open, before using more stack.
+    fn nest<R>(&mut self, f: impl FnOnce(&mut Self) -> PResult<R>) -> PResult<R> {
+        if self.nesting >= MAX_DEPTH {
+            let tok = self.peek()?;
+            return Err(ParseError::new("expression nested too deeply", tok.span()));
+        }
+        self.nesting += 1;
+        let r = self.enter(f);
+        self.nesting -= 1;
+        r
     }
 }

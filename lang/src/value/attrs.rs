@@ -250,7 +250,10 @@ mod tests {
     #[test]
     fn update_small_and_large_agree() {
         let big: Vec<(String, i64)> = (0..100).map(|i| (format!("k{i:03}"), i)).collect();
-        let big = set(&big.iter().map(|(k, v)| (k.as_str(), *v)).collect::<Vec<_>>());
+        let big = set(&big
+            .iter()
+            .map(|(k, v)| (k.as_str(), *v))
+            .collect::<Vec<_>>());
         assert!(matches!(*big, Attrs::Large(_)));
         let small = set(&[("k005", -5), ("zz", 7)]);
         let u = big.update(&small);

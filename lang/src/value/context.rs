@@ -88,8 +88,14 @@ mod tests {
     #[test]
     fn encode_decode_vectors() {
         let cases = [
-            ("/rocmx/store/abc-x", ContextElem::Opaque("/rocmx/store/abc-x".into())),
-            ("=/rocmx/store/abc-x.drv", ContextElem::DrvDeep("/rocmx/store/abc-x.drv".into())),
+            (
+                "/rocmx/store/abc-x",
+                ContextElem::Opaque("/rocmx/store/abc-x".into()),
+            ),
+            (
+                "=/rocmx/store/abc-x.drv",
+                ContextElem::DrvDeep("/rocmx/store/abc-x.drv".into()),
+            ),
             (
                 "!dev!/rocmx/store/abc-x.drv",
                 ContextElem::Built {

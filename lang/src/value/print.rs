@@ -49,7 +49,11 @@ fn print_into(out: &mut String, v: &Value, seen: &mut HashSet<usize>, holder: Op
         Value::String(s) => out.push_str(&escape_string(s.as_str())),
         Value::Path(p) => out.push_str(&p.to_string_lossy()),
         Value::Lambda(_) => out.push_str("<LAMBDA>"),
-        Value::PrimOp(app) => out.push_str(if app.args.is_empty() { "<PRIMOP>" } else { "<PRIMOP-APP>" }),
+        Value::PrimOp(app) => out.push_str(if app.args.is_empty() {
+            "<PRIMOP>"
+        } else {
+            "<PRIMOP-APP>"
+        }),
         Value::List(l) => {
             let key = holder.unwrap_or(std::rc::Rc::as_ptr(l) as *const u8 as usize);
             if !seen.insert(key) {

@@ -72,13 +72,19 @@ fn convert(v: &toml::Value, timestamps: bool) -> EResult<Value> {
 pub(crate) fn format_timestamp(d: &toml::value::Datetime) -> String {
     let mut s = String::new();
     if let Some(date) = &d.date {
-        s.push_str(&format!("{:04}-{:02}-{:02}", date.year, date.month, date.day));
+        s.push_str(&format!(
+            "{:04}-{:02}-{:02}",
+            date.year, date.month, date.day
+        ));
     }
     if let Some(time) = &d.time {
         if d.date.is_some() {
             s.push('T');
         }
-        s.push_str(&format!("{:02}:{:02}:{:02}", time.hour, time.minute, time.second));
+        s.push_str(&format!(
+            "{:02}:{:02}:{:02}",
+            time.hour, time.minute, time.second
+        ));
         let ns = time.nanosecond;
         if ns != 0 {
             if ns % 1_000_000 == 0 {

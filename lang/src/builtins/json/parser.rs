@@ -80,8 +80,9 @@ fn token_name(t: &Tok) -> &'static str {
 }
 
 const CONTROL_NAMES: [&str; 32] = [
-    "NUL", "SOH", "STX", "ETX", "EOT", "ENQ", "ACK", "BEL", "BS", "HT", "LF", "VT", "FF", "CR", "SO", "SI", "DLE", "DC1",
-    "DC2", "DC3", "DC4", "NAK", "SYN", "ETB", "CAN", "EM", "SUB", "ESC", "FS", "GS", "RS", "US",
+    "NUL", "SOH", "STX", "ETX", "EOT", "ENQ", "ACK", "BEL", "BS", "HT", "LF", "VT", "FF", "CR",
+    "SO", "SI", "DLE", "DC1", "DC2", "DC3", "DC4", "NAK", "SYN", "ETB", "CAN", "EM", "SUB", "ESC",
+    "FS", "GS", "RS", "US",
 ];
 
 fn control_message(c: u8) -> String {
@@ -163,7 +164,11 @@ impl<'a> Parser<'a> {
             b'-' | b'0'..=b'9' => self.number(),
             _ => {
                 // The whole (possibly multi-byte) character is what was read.
-                let len = self.src.get(start..).and_then(|r| r.chars().next()).map_or(1, |ch| ch.len_utf8());
+                let len = self
+                    .src
+                    .get(start..)
+                    .and_then(|r| r.chars().next())
+                    .map_or(1, |ch| ch.len_utf8());
                 Ok(self.lex_error("invalid literal", start, start + len - 1))
             }
         }
@@ -177,7 +182,10 @@ impl<'a> Parser<'a> {
                 Some(_) => return self.lex_error("invalid literal", start, start + k),
                 None => {
                     return Token {
-                        kind: Tok::Error("invalid literal".into(), self.read_text(start, start + k - 1)),
+                        kind: Tok::Error(
+                            "invalid literal".into(),
+                            self.read_text(start, start + k - 1),
+                        ),
                         end: self.b.len() + 1,
                     }
                 }
@@ -244,10 +252,15 @@ impl<'a> Parser<'a> {
                         continue;
                     }
                     if e != b'u' {
-                        return self.lex_error("invalid string: forbidden character after backslash", start, i + 1);
+                        return self.lex_error(
+                            "invalid string: forbidden character after backslash",
+                            start,
+                            i + 1,
+                        );
                     }
                     let Some(cp) = self.hex4(i + 2) else {
-                        let bad = (i + 2..i + 6).find(|&k| self.b.get(k).is_none_or(|c| !c.is_ascii_hexdigit()));
+                        let bad = (i + 2..i + 6)
+                            .find(|&k| self.b.get(k).is_none_or(|c| !c.is_ascii_hexdigit()));
                         return self.lex_error(
                             "invalid string: '\\u' must be followed by 4 hex digits",
                             start,
@@ -256,11 +269,12 @@ impl<'a> Parser<'a> {
                     };
                     i += 6;
                     if (0xD800..0xDC00).contains(&cp) {
-                        let low = if self.b.get(i) == Some(&b'\\') && self.b.get(i + 1) == Some(&b'u') {
-                            self.hex4(i + 2)
-                        } else {
-                            None
-                        };
+                        let low =
+                            if self.b.get(i) == Some(&b'\\') && self.b.get(i + 1) == Some(&b'u') {
+                                self.hex4(i + 2)
+                            } else {
+                                None
+                            };
                         match low {
                             Some(lo) if (0xDC00..0xE000).contains(&lo) => {
                                 let full = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
@@ -268,7 +282,9 @@ impl<'a> Parser<'a> {
                                 i += 6;
                             }
                             _ => {
-                                let bad = if self.b.get(i) == Some(&b'\\') && self.b.get(i + 1) == Some(&b'u') {
+                                let bad = if self.b.get(i) == Some(&b'\\')
+                                    && self.b.get(i + 1) == Some(&b'u')
+                                {
                                     i + 5
                                 } else {
                                     i
@@ -339,7 +355,11 @@ impl<'a> Parser<'a> {
             if matches!(at(i), Some(b'+' | b'-')) {
                 i += 1;
                 if !at(i).is_some_and(|c| c.is_ascii_digit()) {
-                    return Ok(self.number_error("invalid number; expected digit after exponent sign", start, i));
+                    return Ok(self.number_error(
+                        "invalid number; expected digit after exponent sign",
+                        start,
+                        i,
+                    ));
                 }
             } else if !at(i).is_some_and(|c| c.is_ascii_digit()) {
                 return Ok(self.number_error(
@@ -386,7 +406,10 @@ impl<'a> Parser<'a> {
     fn number_error(&self, msg: &str, start: usize, bad: usize) -> Token {
         if bad >= self.b.len() {
             Token {
-                kind: Tok::Error(msg.into(), self.read_text(start, self.b.len().saturating_sub(1))),
+                kind: Tok::Error(
+                    msg.into(),
+                    self.read_text(start, self.b.len().saturating_sub(1)),
+                ),
                 end: self.b.len() + 1,
             }
         } else {
@@ -399,7 +422,10 @@ impl<'a> Parser<'a> {
         let read = t.end.min(self.b.len());
         let consumed = &self.b[..read];
         let line = 1 + consumed.iter().filter(|&&c| c == b'\n').count();
-        let line_start = consumed.iter().rposition(|&c| c == b'\n').map_or(0, |p| p + 1);
+        let line_start = consumed
+            .iter()
+            .rposition(|&c| c == b'\n')
+            .map_or(0, |p| p + 1);
         let column = t.end - line_start;
         let mut msg = format!(
             "[json.exception.parse_error.101] parse error at line {line}, column {column}: syntax error while parsing {context} - "
@@ -459,8 +485,15 @@ impl<'a> Parser<'a> {
                 }
                 loop {
                     let k = match key.kind {
-                        Tok::Str(ref s) => s.clone(),
-                        _ => return Err(self.syntax_error(&key, "object key", Some("string literal"))),
+                        Tok::Str(s) => s,
+                        kind => {
+                            let t = Token { kind, end: key.end };
+                            return Err(self.syntax_error(
+                                &t,
+                                "object key",
+                                Some("string literal"),
+                            ));
+                        }
                     };
                     if k.contains('\0') {
                         return Err(EvalError::new(ErrorKind::Eval, null_byte_error(&k)));

@@ -100,12 +100,19 @@ impl XmlWriter {
         if level > ev.settings.max_call_depth {
             return Err(super::depth_error(ev));
         }
-        stacker::maybe_grow(64 * 1024, 2 * 1024 * 1024, || self.value_inner(ev, v, level))
+        stacker::maybe_grow(64 * 1024, 2 * 1024 * 1024, || {
+            self.value_inner(ev, v, level)
+        })
     }
 
-    fn show_attrs(&mut self, ev: &mut Evaluator, a: &crate::value::Attrs, level: usize) -> EResult<()> {
+    fn show_attrs(
+        &mut self,
+        ev: &mut Evaluator,
+        a: &crate::value::Attrs,
+        level: usize,
+    ) -> EResult<()> {
         for (k, x) in a.iter() {
-            self.open("attr", &[("name", k)]);
+            self.open("attr", &[("name", k.as_str())]);
             self.value(ev, x, level + 1)
                 .frame(None, || format!("while evaluating the attribute '{k}'"))?;
             self.close();
@@ -116,15 +123,18 @@ impl XmlWriter {
     fn value_inner(&mut self, ev: &mut Evaluator, v: &Value, level: usize) -> EResult<()> {
         let v = ev.force(v)?;
         match &v {
-            Value::Int(i) => self.empty("int", &[("value", &i.to_string())]),
+            Value::Int(i) => self.empty("int", &[("value", i.to_string().as_str())]),
             Value::Bool(b) => self.empty("bool", &[("value", if *b { "true" } else { "false" })]),
             Value::String(s) => {
                 self.ctx.extend(s.context());
                 self.empty("string", &[("value", s.as_str())]);
             }
-            Value::Path(p) => self.empty("path", &[("value", &p.to_string_lossy())]),
+            Value::Path(p) => self.empty("path", &[("value", p.to_string_lossy().as_ref())]),
             Value::Null => self.empty("null", &[]),
-            Value::Float(f) => self.empty("float", &[("value", &crate::value::print::format_float(*f))]),
+            Value::Float(f) => self.empty(
+                "float",
+                &[("value", crate::value::print::format_float(*f).as_str())],
+            ),
             Value::Attrs(a) => {
                 if ev.is_derivation(a)? {
                     let mut drv_path = None;
@@ -141,10 +151,10 @@ impl XmlWriter {
                     }
                     let mut xa: Vec<(&str, &str)> = Vec::new();
                     if let Some(d) = &drv_path {
-                        xa.push(("drvPath", d));
+                        xa.push(("drvPath", d.as_str()));
                     }
                     if let Some(o) = &out_path {
-                        xa.push(("outPath", o));
+                        xa.push(("outPath", o.as_str()));
                     }
                     self.open("derivation", &xa);
                     let first = match &drv_path {
@@ -174,17 +184,22 @@ impl XmlWriter {
             Value::Lambda(c) => {
                 self.open("function", &[]);
                 match &c.def.param {
-                    IrParam::Ident(name) => self.empty("varpat", &[("name", name)]),
-                    IrParam::Formals { formals, ellipsis, at } => {
+                    IrParam::Ident(name) => self.empty("varpat", &[("name", name.as_str())]),
+                    IrParam::Formals {
+                        formals,
+                        ellipsis,
+                        at,
+                    } => {
                         let mut xa: Vec<(&str, &str)> = Vec::new();
                         if let Some(n) = at {
-                            xa.push(("name", n));
+                            xa.push(("name", n.as_str()));
                         }
                         if *ellipsis {
                             xa.push(("ellipsis", "1"));
                         }
                         self.open("attrspat", &xa);
-                        let mut names: Vec<&str> = formals.iter().map(|(n, _)| n.as_str()).collect();
+                        let mut names: Vec<&str> =
+                            formals.iter().map(|(n, _)| n.as_str()).collect();
                         names.sort_unstable();
                         for n in names {
                             self.empty("attr", &[("name", n)]);

@@ -5,9 +5,9 @@
 //! attributes are left to `eval::compile`. Duplicate formal arguments are
 //! rejected here because Nix rejects them while parsing.
 
+use super::super::ast::*;
 use super::lexer::{Kw, T};
 use super::{Node, PResult, ParseError, Parser};
-use crate::syntax::ast::*;
 
 /// What may follow `{` or `;` in a set or `let`, for error messages.
 const BINDING_START: &str = "attribute name, 'inherit'";
@@ -78,17 +78,15 @@ impl<'a> Parser<'a> {
                     self.bump()?;
                     return Ok(names);
                 }
-                T::Id(_) | T::Kw(Kw::Or) | T::Quote | T::DollarCurly => {
-                    match self.attr_name()? {
-                        (AttrName::Static(name, span), _) => names.push((name, span)),
-                        (AttrName::Dynamic(_), _) => {
-                            return Err(ParseError::new(
-                                "dynamic attributes not allowed in inherit",
-                                Span::new(tok.start, self.pos),
-                            ))
-                        }
+                T::Id(_) | T::Kw(Kw::Or) | T::Quote | T::DollarCurly => match self.attr_name()? {
+                    (AttrName::Static(name, span), _) => names.push((name, span)),
+                    (AttrName::Dynamic(_), _) => {
+                        return Err(ParseError::new(
+                            "dynamic attributes not allowed in inherit",
+                            Span::new(tok.start, self.pos),
+                        ))
                     }
-                }
+                },
                 _ => return Err(self.unexpected(tok, Some("attribute name or ';'"))),
             }
         }

@@ -9,9 +9,9 @@
 //! Lambdas, `if`, `let`, `with` and `assert` are not operands: `1 + if …` is a
 //! syntax error, as in Nix.
 
+use super::super::ast::*;
 use super::lexer::{Kw, Token, T};
 use super::{Node, PResult, ParseError, Parser};
-use crate::syntax::ast::*;
 
 /// Operator precedence levels (higher binds tighter).
 const IMPL: u8 = 1;
@@ -85,85 +85,70 @@ fn boxed(n: Node) -> Box<Expr> {
 }
 
 impl<'a> Parser<'a> {
-    /// `expr`: any expression, including lambdas, `let`, `with`, `assert` and `if`.
+    /// `expr`: any expression, including lambdas, `let`, `with`, `assert` and
+    /// `if`, that becomes a child of a node being built (one more level of nesting).
     pub(super) fn parse_expr(&mut self) -> PResult<Node> {
+        self.nest(|p| p.expr_function())
+    }
+
+    /// `expr` at the top or directly inside parentheses: no added nesting.
+    pub(super) fn expr_root(&mut self) -> PResult<Node> {
         self.enter(|p| p.expr_function())
     }
 
+    /// `expr_function` and `expr_if`. Each construct is parsed by its own
+    /// non-inlined function so that the common path keeps a small stack frame.
     fn expr_function(&mut self) -> PResult<Node> {
         let tok = self.peek()?;
-        let start = tok.start;
         match tok.t {
-            T::Id(name) => match self.peek2()?.t {
-                T::Sym(':') => {
-                    self.bump()?;
-                    self.bump()?;
-                    let body = self.parse_expr()?;
-                    let param = Param::Ident(name.into(), tok.span());
-                    return self.lambda(param, 0, body, start);
-                }
-                T::Sym('@') => {
-                    self.bump()?;
-                    self.bump()?;
-                    self.expect(T::LBrace, "'{'")?;
-                    let (formals, ellipsis, d) = self.formals()?;
-                    self.expect(T::Sym(':'), "':'")?;
-                    let at = Some((name.into(), tok.span()));
-                    let param = self.validate_formals(formals, ellipsis, at, start)?;
-                    let body = self.parse_expr()?;
-                    return self.lambda(param, d, body, start);
-                }
-                _ => {}
-            },
-            T::LBrace if self.brace_starts_formals()? => {
-                self.bump()?;
-                let (formals, ellipsis, d) = self.formals()?;
-                let at = match self.peek()?.t {
-                    T::Sym('@') => {
-                        self.bump()?;
-                        let id = self.peek()?;
-                        let T::Id(name) = id.t else {
-                            return Err(self.unexpected(id, Some("identifier")));
-                        };
-                        self.bump()?;
-                        Some((name.into(), id.span()))
-                    }
-                    _ => None,
-                };
-                self.expect(T::Sym(':'), if at.is_none() { "':' or '@'" } else { "':'" })?;
-                let param = self.validate_formals(formals, ellipsis, at, start)?;
-                let body = self.parse_expr()?;
-                return self.lambda(param, d, body, start);
+            T::Id(name) if matches!(self.peek2()?.t, T::Sym(':') | T::Sym('@')) => {
+                self.lambda_ident(tok, name)
             }
-            T::Kw(kw @ (Kw::Assert | Kw::With)) => {
-                self.bump()?;
-                let first = self.parse_expr()?;
-                self.expect(T::Sym(';'), "';'")?;
-                let body = self.parse_expr()?;
-                let d = 1 + first.d.max(body.d);
-                let (first, body) = (boxed(first), boxed(body));
-                let kind = match kw {
-                    Kw::Assert => ExprKind::Assert { cond: first, body },
-                    _ => ExprKind::With { env: first, body },
-                };
-                return self.node(kind, start, d);
-            }
-            T::Kw(Kw::Let) if self.peek2()?.t != T::LBrace => {
-                self.bump()?;
-                let (bindings, d) = self.bindings(T::Kw(Kw::In), "'in'")?;
-                self.check_let_bindings(&bindings, start)?;
-                self.bump()?; // `in`
-                let body = self.parse_expr()?;
-                let d = 1 + d.max(body.d);
-                let kind = ExprKind::Let {
-                    bindings,
-                    body: boxed(body),
-                };
-                return self.node(kind, start, d);
-            }
-            _ => {}
+            T::LBrace if self.brace_starts_formals()? => self.lambda_formals(tok),
+            T::Kw(Kw::Assert | Kw::With) => self.assert_with(tok),
+            T::Kw(Kw::Let) if self.peek2()?.t != T::LBrace => self.let_in(tok),
+            T::Kw(Kw::If) => self.if_then_else(tok),
+            _ => self.pipes(None),
         }
-        self.expr_if()
+    }
+
+    /// `x: body` and `x @ { formals }: body`, at the identifier `tok`.
+    #[inline(never)]
+    fn lambda_ident(&mut self, tok: Token<'a>, name: &str) -> PResult<Node> {
+        self.bump()?;
+        let (param, d) = if self.bump()?.t == T::Sym(':') {
+            (Param::Ident(name.into(), tok.span()), 0)
+        } else {
+            self.expect(T::LBrace, "'{'")?;
+            let (formals, ellipsis, d) = self.formals()?;
+            self.expect(T::Sym(':'), "':'")?;
+            let at = Some((name.into(), tok.span()));
+            (self.validate_formals(formals, ellipsis, at, tok.start)?, d)
+        };
+        let body = self.parse_expr()?;
+        self.lambda(param, d, body, tok.start)
+    }
+
+    /// `{ formals }: body` and `{ formals } @ x: body`, at the `{` `tok`.
+    #[inline(never)]
+    fn lambda_formals(&mut self, tok: Token<'a>) -> PResult<Node> {
+        self.bump()?;
+        let (formals, ellipsis, d) = self.formals()?;
+        let at = match self.eat(T::Sym('@'))? {
+            Some(_) => {
+                let id = self.peek()?;
+                let T::Id(name) = id.t else {
+                    return Err(self.unexpected(id, Some("identifier")));
+                };
+                self.bump()?;
+                Some((name.into(), id.span()))
+            }
+            None => None,
+        };
+        self.expect(T::Sym(':'), if at.is_none() { "':' or '@'" } else { "':'" })?;
+        let param = self.validate_formals(formals, ellipsis, at, tok.start)?;
+        let body = self.parse_expr()?;
+        self.lambda(param, d, body, tok.start)
     }
 
     fn lambda(&mut self, param: Param, d: u32, body: Node, start: usize) -> PResult<Node> {
@@ -175,11 +160,41 @@ impl<'a> Parser<'a> {
         self.node(kind, start, d)
     }
 
-    fn expr_if(&mut self) -> PResult<Node> {
-        let tok = self.peek()?;
-        if tok.t != T::Kw(Kw::If) {
-            return self.pipes(None);
-        }
+    /// `assert e; body` and `with e; body`, at the keyword `tok`.
+    #[inline(never)]
+    fn assert_with(&mut self, tok: Token<'a>) -> PResult<Node> {
+        self.bump()?;
+        let first = self.parse_expr()?;
+        self.expect(T::Sym(';'), "';'")?;
+        let body = self.parse_expr()?;
+        let d = 1 + first.d.max(body.d);
+        let (first, body) = (boxed(first), boxed(body));
+        let kind = match tok.t {
+            T::Kw(Kw::Assert) => ExprKind::Assert { cond: first, body },
+            _ => ExprKind::With { env: first, body },
+        };
+        self.node(kind, tok.start, d)
+    }
+
+    /// `let bindings in body`, at the `let` `tok`.
+    #[inline(never)]
+    fn let_in(&mut self, tok: Token<'a>) -> PResult<Node> {
+        self.bump()?;
+        let (bindings, d) = self.bindings(T::Kw(Kw::In), "'in'")?;
+        self.check_let_bindings(&bindings, tok.start)?;
+        self.bump()?; // `in`
+        let body = self.parse_expr()?;
+        let d = 1 + d.max(body.d);
+        let kind = ExprKind::Let {
+            bindings,
+            body: boxed(body),
+        };
+        self.node(kind, tok.start, d)
+    }
+
+    /// `if c then a else b`, at the `if` `tok`.
+    #[inline(never)]
+    fn if_then_else(&mut self, tok: Token<'a>) -> PResult<Node> {
         self.bump()?;
         let cond = self.parse_expr()?;
         self.expect(T::Kw(Kw::Then), "'then'")?;
@@ -198,43 +213,49 @@ impl<'a> Parser<'a> {
     /// `expr_pipe_into | expr_pipe_from | expr_op`. `prim` is an already parsed
     /// first simple expression (see [`Parser::parens`]).
     fn pipes(&mut self, prim: Option<Node>) -> PResult<Node> {
-        let mut lhs = self.op(0, prim)?;
-        let tok = self.peek()?;
-        match tok.t {
-            T::PipeInto => {
-                while self.eat(T::PipeInto)?.is_some() {
-                    let rhs = self.op(0, None)?;
-                    lhs = self.binary(BinaryOp::PipeRight, lhs, rhs)?;
-                }
-                let tok = self.peek()?;
-                if tok.t == T::PipeFrom {
-                    return Err(self.mixed_pipes(tok));
-                }
-                Ok(lhs)
-            }
-            T::PipeFrom => {
-                let mut operands = vec![lhs];
-                while self.eat(T::PipeFrom)?.is_some() {
-                    operands.push(self.op(0, None)?);
-                }
-                let tok = self.peek()?;
-                if tok.t == T::PipeInto {
-                    return Err(self.mixed_pipes(tok));
-                }
-                // `f <| g <| x` is `f <| (g <| x)`.
-                let mut rhs = operands.pop().expect("at least two operands");
-                while let Some(lhs) = operands.pop() {
-                    rhs = self.binary(BinaryOp::PipeLeft, lhs, rhs)?;
-                }
-                Ok(rhs)
-            }
+        let lhs = self.op(0, prim)?;
+        match self.peek()?.t {
+            T::PipeInto | T::PipeFrom => self.pipe_chain(lhs),
             _ => Ok(lhs),
         }
     }
 
+    /// The `|> …` or `<| …` chain after its first operand.
+    #[inline(never)]
+    fn pipe_chain(&mut self, mut lhs: Node) -> PResult<Node> {
+        if self.peek()?.t == T::PipeInto {
+            while self.eat(T::PipeInto)?.is_some() {
+                let rhs = self.op_child(0)?;
+                lhs = self.binary(BinaryOp::PipeRight, lhs, rhs)?;
+            }
+            let tok = self.peek()?;
+            if tok.t == T::PipeFrom {
+                return Err(self.mixed_pipes(tok));
+            }
+            return Ok(lhs);
+        }
+        let mut operands = Vec::new();
+        while self.eat(T::PipeFrom)?.is_some() {
+            operands.push(self.op_child(0)?);
+        }
+        let tok = self.peek()?;
+        if tok.t == T::PipeInto {
+            return Err(self.mixed_pipes(tok));
+        }
+        // `f <| g <| x` is `f <| (g <| x)`.
+        let Some(mut rhs) = operands.pop() else {
+            return Ok(lhs);
+        };
+        while let Some(prev) = operands.pop() {
+            rhs = self.binary(BinaryOp::PipeLeft, prev, rhs)?;
+        }
+        self.binary(BinaryOp::PipeLeft, lhs, rhs)
+    }
+
     fn mixed_pipes(&self, tok: Token<'_>) -> ParseError {
         let mut e = self.unexpected(tok, None);
-        e.message.push_str(" ('|>' and '<|' cannot be mixed without parentheses)");
+        e.message
+            .push_str(" ('|>' and '<|' cannot be mixed without parentheses)");
         e
     }
 
@@ -249,79 +270,96 @@ impl<'a> Parser<'a> {
         self.node(kind, start, d)
     }
 
-    /// `expr_op` with operators of level `min` or tighter.
+    /// `expr_op` with operators of level `min` or tighter. (Every recursion cycle
+    /// passes through [`Parser::nest`] or [`Parser::expr_root`], which guard the
+    /// stack; these direct calls do not need to.)
     fn op(&mut self, min: u8, prim: Option<Node>) -> PResult<Node> {
-        self.enter(|p| p.op_inner(min, prim))
+        self.op_inner(min, prim)
+    }
+
+    /// An operand of an operator being built.
+    fn op_child(&mut self, min: u8) -> PResult<Node> {
+        self.nest(|p| p.op_inner(min, None))
     }
 
     fn op_inner(&mut self, min: u8, prim: Option<Node>) -> PResult<Node> {
         let mut lhs = match prim {
             Some(prim) => self.app(Some(prim))?,
-            None => {
-                let tok = self.peek()?;
-                let prefix = match tok.t {
-                    T::Sym('!') => Some((UnaryOp::Not, NOT + 1)),
-                    T::Sym('-') => Some((UnaryOp::Neg, NEG + 1)),
-                    _ => None,
-                };
-                match prefix {
-                    Some((op, level)) => {
-                        self.bump()?;
-                        let operand = self.op(level, None)?;
-                        let d = 1 + operand.d;
-                        let kind = ExprKind::Unary {
-                            op,
-                            expr: boxed(operand),
-                        };
-                        self.node(kind, tok.start, d)?
-                    }
-                    None => self.app(None)?,
-                }
-            }
+            None => match self.peek()?.t {
+                T::Sym('!' | '-') => self.prefix()?,
+                _ => self.app(None)?,
+            },
         };
         loop {
             let tok = self.peek()?;
-            let Some((op, level, assoc)) = binop(tok.t) else {
-                break;
-            };
-            if level < min {
-                break;
-            }
-            self.bump()?;
-            lhs = match op {
-                None => {
-                    let (path, d) = self.attr_path()?;
-                    let d = 1 + lhs.d.max(d);
-                    let start = lhs.start;
-                    let kind = ExprKind::HasAttr {
-                        expr: boxed(lhs),
-                        path,
-                    };
-                    self.node(kind, start, d)?
+            match binop(tok.t) {
+                Some((op, level, assoc)) if level >= min => {
+                    lhs = self.infix(lhs, op, level, assoc)?;
                 }
-                Some(op) => {
-                    let next_min = if assoc == Assoc::Right { level } else { level + 1 };
-                    let rhs = self.op(next_min, None)?;
-                    self.binary(op, lhs, rhs)?
-                }
-            };
-            if assoc == Assoc::Non {
-                let next = self.peek()?;
-                if matches!(binop(next.t), Some((_, l, _)) if l == level) {
-                    let mut e = self.unexpected(next, None);
-                    e.message.push_str(" (this operator is not associative; add parentheses)");
-                    return Err(e);
-                }
+                _ => return Ok(lhs),
             }
         }
-        Ok(lhs)
+    }
+
+    /// `!e` or `-e`.
+    #[inline(never)]
+    fn prefix(&mut self) -> PResult<Node> {
+        let tok = self.bump()?;
+        let (op, level) = match tok.t {
+            T::Sym('!') => (UnaryOp::Not, NOT + 1),
+            _ => (UnaryOp::Neg, NEG + 1),
+        };
+        let operand = self.op_child(level)?;
+        let d = 1 + operand.d;
+        let kind = ExprKind::Unary {
+            op,
+            expr: boxed(operand),
+        };
+        self.node(kind, tok.start, d)
+    }
+
+    /// `lhs op rhs` (or `lhs ? path`) with the operator as the next token.
+    #[inline(never)]
+    fn infix(&mut self, lhs: Node, op: Option<BinaryOp>, level: u8, assoc: Assoc) -> PResult<Node> {
+        self.bump()?;
+        let e = match op {
+            None => {
+                let (path, d) = self.attr_path()?;
+                let d = 1 + lhs.d.max(d);
+                let start = lhs.start;
+                let kind = ExprKind::HasAttr {
+                    expr: boxed(lhs),
+                    path,
+                };
+                self.node(kind, start, d)?
+            }
+            Some(op) => {
+                let next_min = if assoc == Assoc::Right {
+                    level
+                } else {
+                    level + 1
+                };
+                let rhs = self.op_child(next_min)?;
+                self.binary(op, lhs, rhs)?
+            }
+        };
+        if assoc == Assoc::Non {
+            let next = self.peek()?;
+            if matches!(binop(next.t), Some((_, l, _)) if l == level) {
+                let mut err = self.unexpected(next, None);
+                err.message
+                    .push_str(" (this operator is not associative; add parentheses)");
+                return Err(err);
+            }
+        }
+        Ok(e)
     }
 
     /// `expr_app`: left-associative application of selections.
     fn app(&mut self, prim: Option<Node>) -> PResult<Node> {
         let mut f = self.select(prim)?;
         while starts_simple(self.peek()?.t) {
-            let arg = self.select(None)?;
+            let arg = self.select_child()?;
             let (start, d) = (f.start, 1 + f.d.max(arg.d));
             let kind = ExprKind::Apply {
                 func: boxed(f),
@@ -334,50 +372,60 @@ impl<'a> Parser<'a> {
 
     /// `expr_select`: `e.a.b`, `e.a.b or default`, and `e or` (application of `e`
     /// to a variable named `or`, kept for compatibility as Nix does).
-    pub(super) fn select(&mut self, prim: Option<Node>) -> PResult<Node> {
-        self.enter(|p| {
-            let e = match prim {
-                Some(prim) => prim,
-                None => p.simple()?,
+    fn select(&mut self, prim: Option<Node>) -> PResult<Node> {
+        self.select_inner(prim)
+    }
+
+    /// A selection that becomes an application argument, list element or default.
+    fn select_child(&mut self) -> PResult<Node> {
+        self.nest(|p| p.select_inner(None))
+    }
+
+    fn select_inner(&mut self, prim: Option<Node>) -> PResult<Node> {
+        let e = match prim {
+            Some(prim) => prim,
+            None => self.simple()?,
+        };
+        match self.peek()?.t {
+            T::Sym('.') | T::Kw(Kw::Or) => self.select_suffix(e),
+            _ => Ok(e),
+        }
+    }
+
+    /// `.path`, `.path or default` or a lone `or` after the simple expression `e`.
+    #[inline(never)]
+    fn select_suffix(&mut self, e: Node) -> PResult<Node> {
+        let tok = self.bump()?;
+        let start = e.start;
+        if tok.t == T::Kw(Kw::Or) {
+            let or = Expr::new(ExprKind::Var("or".into()), tok.span());
+            let d = 1 + e.d;
+            let kind = ExprKind::Apply {
+                func: boxed(e),
+                arg: Box::new(or),
             };
-            let tok = p.peek()?;
-            match tok.t {
-                T::Sym('.') => {
-                    p.bump()?;
-                    let (path, pd) = p.attr_path()?;
-                    let mut d = 1 + e.d.max(pd);
-                    let default = match p.eat(T::Kw(Kw::Or))? {
-                        Some(_) => {
-                            let def = p.select(None)?;
-                            d = d.max(1 + def.d);
-                            Some(boxed(def))
-                        }
-                        None => None,
-                    };
-                    let start = e.start;
-                    let kind = ExprKind::Select {
-                        expr: boxed(e),
-                        path,
-                        default,
-                    };
-                    p.node(kind, start, d)
-                }
-                T::Kw(Kw::Or) => {
-                    p.bump()?;
-                    let or = Expr::new(ExprKind::Var("or".into()), tok.span());
-                    let (start, d) = (e.start, 1 + e.d);
-                    let kind = ExprKind::Apply {
-                        func: boxed(e),
-                        arg: Box::new(or),
-                    };
-                    p.node(kind, start, d)
-                }
-                _ => Ok(e),
+            return self.node(kind, start, d);
+        }
+        let (path, pd) = self.attr_path()?;
+        let mut d = 1 + e.d.max(pd);
+        let default = match self.eat(T::Kw(Kw::Or))? {
+            Some(_) => {
+                let def = self.select_child()?;
+                d = d.max(1 + def.d);
+                Some(boxed(def))
             }
-        })
+            None => None,
+        };
+        let kind = ExprKind::Select {
+            expr: boxed(e),
+            path,
+            default,
+        };
+        self.node(kind, start, d)
     }
 
     /// `expr_simple`.
+    #[inline(never)]
     fn simple(&mut self) -> PResult<Node> {
         let tok = self.peek()?;
         let start = tok.start;
@@ -423,25 +471,7 @@ impl<'a> Parser<'a> {
                 self.node(ExprKind::Path(anchor, parts), start, 1 + d)
             }
             T::Sym('(') => self.parens(),
-            T::Sym('[') => {
-                self.bump()?;
-                let mut elems = Vec::new();
-                let mut d = 0;
-                loop {
-                    let tok = self.peek()?;
-                    if tok.t == T::Sym(']') {
-                        self.bump()?;
-                        break;
-                    }
-                    if !starts_simple(tok.t) {
-                        return Err(self.unexpected(tok, Some("']'")));
-                    }
-                    let elem = self.select(None)?;
-                    d = d.max(elem.d);
-                    elems.push(elem.e);
-                }
-                self.node(ExprKind::List(elems), start, 1 + d)
-            }
+            T::Sym('[') => self.list(),
             T::LBrace => {
                 self.bump()?;
                 self.attr_set(false, start)
@@ -458,8 +488,30 @@ impl<'a> Parser<'a> {
                 self.bump()?;
                 self.node(ExprKind::LegacyLet(bindings), start, 1 + d)
             }
-            _ => Err(self.unexpected(tok, Some("expression"))),
+            _ => Err(self.unexpected(tok, None)),
         }
+    }
+
+    /// `[ elems ]`: selections separated by whitespace.
+    #[inline(never)]
+    fn list(&mut self) -> PResult<Node> {
+        let start = self.bump()?.start;
+        let mut elems = Vec::new();
+        let mut d = 0;
+        loop {
+            let tok = self.peek()?;
+            if tok.t == T::Sym(']') {
+                self.bump()?;
+                break;
+            }
+            if !starts_simple(tok.t) {
+                return Err(self.unexpected(tok, Some("']'")));
+            }
+            let elem = self.select_child()?;
+            d = d.max(elem.d);
+            elems.push(elem.e);
+        }
+        self.node(ExprKind::List(elems), start, 1 + d)
     }
 
     /// `( expr )`, parsed without recursion for directly nested parentheses: all
@@ -471,7 +523,7 @@ impl<'a> Parser<'a> {
         while self.peek()?.t == T::Sym('(') {
             opens.push(self.bump()?.start);
         }
-        let mut inner = self.parse_expr()?;
+        let mut inner = self.expr_root()?;
         while let Some(open) = opens.pop() {
             let tok = self.peek()?;
             if tok.t != T::Sym(')') {

@@ -17,8 +17,8 @@ use nom::{
     IResult,
 };
 
+use super::super::ast::{PathAnchor, Span};
 use super::ParseError;
-use crate::syntax::ast::{PathAnchor, Span};
 
 /// nom result with a unit error: the lexer only needs "matched or not".
 type Lex<'a> = IResult<&'a str, &'a str, ()>;
@@ -208,13 +208,22 @@ fn len_of(r: Lex<'_>) -> usize {
 /// Skips whitespace and comments from `pos`; fails on an unterminated `/*`.
 pub(super) fn skip_trivia(src: &str, pos: usize) -> Result<usize, ParseError> {
     let rest = &src[pos..];
+    if !matches!(
+        rest.as_bytes().first(),
+        Some(b' ' | b'\t' | b'\r' | b'\n' | b'#' | b'/')
+    ) {
+        return Ok(pos);
+    }
     let after = match trivia(rest) {
         Ok((after, _)) => after,
         Err(_) => rest,
     };
     let at = src.len() - after.len();
     if after.starts_with("/*") {
-        return Err(ParseError::new("unterminated comment", Span::new(at, at + 2)));
+        return Err(ParseError::new(
+            "unterminated comment",
+            Span::new(at, at + 2),
+        ));
     }
     Ok(at)
 }
@@ -272,7 +281,12 @@ fn word_like<'a>(rest: &'a str, start: usize) -> Result<(T<'a>, usize), ParseErr
     };
     // Rule order in lexer.l: keywords, `...`, operators, ID, INT, FLOAT,
     // PATH_SEG${ / HPATH_START${, PATH, HPATH, SPATH, URI.
-    for (text, t) in [("...", T::Ellipsis), ("->", T::Impl), ("//", T::Update), ("++", T::Concat)] {
+    for (text, t) in [
+        ("...", T::Ellipsis),
+        ("->", T::Impl),
+        ("//", T::Update),
+        ("++", T::Concat),
+    ] {
         if rest.starts_with(text) {
             offer(text.len(), text.len(), Cand::Fixed(t));
         }
@@ -289,17 +303,36 @@ fn word_like<'a>(rest: &'a str, start: usize) -> Result<(T<'a>, usize), ParseErr
     if n > 0 {
         offer(n, n, Cand::Float);
     }
-    let seg = if rest.starts_with("~/") { 2 } else { len_of(path_seg(rest)) };
-    if seg > 0 && rest[seg..].starts_with("${") {
-        offer(seg + 2, seg, Cand::PathSeg(anchor_of(rest)));
+    // Paths need a `/` right after the leading path characters (or `~`), URIs a
+    // `:` right after the scheme: check that before trying them.
+    let bytes = rest.as_bytes();
+    let path_chars = bytes
+        .iter()
+        .take_while(|&&b| is_path_char(b as char))
+        .count();
+    if bytes.get(path_chars) == Some(&b'/') || rest.starts_with("~/") {
+        let seg = if rest.starts_with("~/") {
+            2
+        } else {
+            len_of(path_seg(rest))
+        };
+        if seg > 0 && rest[seg..].starts_with("${") {
+            offer(seg + 2, seg, Cand::PathSeg(anchor_of(rest)));
+        }
+        let n = len_of(path(rest)).max(len_of(home_path(rest)));
+        if n > 0 {
+            offer(n, n, Cand::Path(anchor_of(rest)));
+        }
     }
-    let n = len_of(path(rest)).max(len_of(home_path(rest)));
-    if n > 0 {
-        offer(n, n, Cand::Path(anchor_of(rest)));
-    }
-    let n = len_of(uri(rest));
-    if n > 0 {
-        offer(n, n, Cand::Uri);
+    let scheme = bytes
+        .iter()
+        .take_while(|&&b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
+        .count();
+    if bytes.get(scheme) == Some(&b':') {
+        let n = len_of(uri(rest));
+        if n > 0 {
+            offer(n, n, Cand::Uri);
+        }
     }
     let (_, len, cand) = best;
     let text = &rest[..len];
@@ -334,7 +367,11 @@ fn word_like<'a>(rest: &'a str, start: usize) -> Result<(T<'a>, usize), ParseErr
 
 /// Whether the digits before the exponent of a float literal are not all zero.
 fn has_nonzero_mantissa(text: &str) -> bool {
-    text.split(['e', 'E']).next().unwrap_or("").bytes().any(|b| (b'1'..=b'9').contains(&b))
+    text.split(['e', 'E'])
+        .next()
+        .unwrap_or("")
+        .bytes()
+        .any(|b| (b'1'..=b'9').contains(&b))
 }
 
 /// Lexes the next token at or after `pos` (skipping whitespace and comments).
@@ -342,7 +379,11 @@ pub(super) fn next_token(src: &str, pos: usize) -> Result<Token<'_>, ParseError>
     let start = skip_trivia(src, pos)?;
     let rest = &src[start..];
     let Some(c) = rest.chars().next() else {
-        return Ok(Token { t: T::Eof, start, end: start });
+        return Ok(Token {
+            t: T::Eof,
+            start,
+            end: start,
+        });
     };
     let two = |s: &str, t: T<'static>, one: T<'static>| {
         if rest.starts_with(s) {
@@ -379,5 +420,9 @@ pub(super) fn next_token(src: &str, pos: usize) -> Result<Token<'_>, ParseError>
         c if c.is_ascii_graphic() => (T::Sym(c), 1),
         c => (T::Invalid(c), c.len_utf8()),
     };
-    Ok(Token { t, start, end: start + len })
+    Ok(Token {
+        t,
+        start,
+        end: start + len,
+    })
 }

@@ -9,9 +9,9 @@
 
 use nom::bytes::complete::take_till;
 
+use super::super::ast::*;
 use super::lexer::{self, Token, T};
 use super::{PResult, ParseError, Parser};
-use crate::syntax::ast::*;
 
 /// Length of the run at the start of `bytes` containing none of the bytes `stop`
 /// accepts.
@@ -221,7 +221,9 @@ impl<'a> Parser<'a> {
             let n = [lexer::path(rest), lexer::path_seg(rest)]
                 .into_iter()
                 .filter_map(|r| r.ok().map(|(_, m)| m.len()))
-                .chain(Some(rest.chars().take_while(|&c| lexer::is_path_char(c)).count()))
+                .chain(Some(
+                    rest.chars().take_while(|&c| lexer::is_path_char(c)).count(),
+                ))
                 .max()
                 .unwrap_or(0);
             if n == 0 {
@@ -239,7 +241,10 @@ impl<'a> Parser<'a> {
         }
         if trailing_slash {
             // Nix reports it at the character after the slash.
-            return Err(ParseError::new("path has a trailing slash", Span::new(pos, pos)));
+            return Err(ParseError::new(
+                "path has a trailing slash",
+                Span::new(pos, pos),
+            ));
         }
         if !interpolated && pieces_before > 0 {
             return Err(stray_slash(first_piece));
@@ -303,7 +308,8 @@ fn strip_indentation(toks: Vec<IndTok<'_>>) -> Vec<StrPart> {
             }
             IndTok::Text(t) | IndTok::Esc(t) => t,
         };
-        let mut out = String::with_capacity(text.len());
+        let out = &mut parts.lit;
+        let base = out.len();
         let bytes = text.as_bytes();
         let mut j = 0;
         while j < bytes.len() {
@@ -337,13 +343,13 @@ fn strip_indentation(toks: Vec<IndTok<'_>>) -> Vec<StrPart> {
         }
         if i + 1 == count {
             // Drop a final line that holds only spaces.
-            if let Some(nl) = out.rfind('\n') {
+            if let Some(nl) = out[base..].rfind('\n') {
+                let nl = base + nl;
                 if out[nl + 1..].bytes().all(|b| b == b' ') {
                     out.truncate(nl + 1);
                 }
             }
         }
-        parts.lit.push_str(&out);
     }
     parts.finish().0
 }

@@ -15,7 +15,18 @@ fn show(e: &Expr) -> String {
 fn render_parts(parts: &[StrPart], out: &mut String) {
     for p in parts {
         match p {
-            StrPart::Lit(l) => out.push_str(&l.escape_debug().to_string()),
+            StrPart::Lit(l) => {
+                for c in l.chars() {
+                    match c {
+                        '\\' => out.push_str("\\\\"),
+                        '"' => out.push_str("\\\""),
+                        '\n' => out.push_str("\\n"),
+                        '\r' => out.push_str("\\r"),
+                        '\t' => out.push_str("\\t"),
+                        c => out.push(c),
+                    }
+                }
+            }
             StrPart::Interp(e) => {
                 out.push_str("${");
                 render(e, out);
@@ -131,7 +142,11 @@ fn render(e: &Expr, out: &mut String) {
             out.push_str("(fn ");
             match param {
                 Param::Ident(x, _) => out.push_str(x),
-                Param::Formals { formals, ellipsis, at } => {
+                Param::Formals {
+                    formals,
+                    ellipsis,
+                    at,
+                } => {
                     out.push('{');
                     for (i, f) in formals.iter().enumerate() {
                         if i > 0 {
@@ -158,7 +173,11 @@ fn render(e: &Expr, out: &mut String) {
             out.push(')');
         }
         ExprKind::Apply { func, arg } => list("@", &[func, arg], out),
-        ExprKind::Select { expr, path, default } => {
+        ExprKind::Select {
+            expr,
+            path,
+            default,
+        } => {
             out.push_str("(. ");
             render(expr, out);
             out.push(' ');
@@ -219,7 +238,10 @@ fn ok(src: &str, expected: &str) {
 #[track_caller]
 fn err(src: &str, msg: &str) -> (u32, u32) {
     match parse(src) {
-        Ok(e) => panic!("{src:?} parsed as {} but should fail with {msg:?}", show(&e)),
+        Ok(e) => panic!(
+            "{src:?} parsed as {} but should fail with {msg:?}",
+            show(&e)
+        ),
         Err(e) => {
             assert!(
                 e.message.contains(msg),

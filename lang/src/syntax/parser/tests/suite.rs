@@ -4,8 +4,8 @@
 //! `parse-fail` file must fail. Skipped when the directory is missing; set
 //! `NIX_LANG_TESTS` to point at it.
 
+use super::super::super::ast::*;
 use super::parse;
-use crate::syntax::ast::*;
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -35,7 +35,9 @@ fn suite_dir() -> Option<PathBuf> {
 
 /// The suite's `.nix` files whose names start with `prefix`, as (stem, source).
 fn files(prefix: &str) -> Vec<(String, String)> {
-    let Some(dir) = suite_dir() else { return Vec::new() };
+    let Some(dir) = suite_dir() else {
+        return Vec::new();
+    };
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
@@ -76,16 +78,19 @@ fn conformance_files_parse() {
                 || expected.contains("duplicate formal function argument");
             match (parse(&src), must_fail) {
                 (Ok(_), false) | (Err(_), true) => {}
-                (Err(e), false) => {
-                    failures.push(format!("{stem}: {} at {:?}", e.message, e.span))
-                }
+                (Err(e), false) => failures.push(format!("{stem}: {} at {:?}", e.message, e.span)),
                 (Ok(_), true) => failures.push(format!("{stem}: parsed but Nix rejects it")),
             }
         }
     }
     eprintln!("{count} files checked");
     assert!(count > 100, "suite looks incomplete");
-    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
@@ -115,7 +120,11 @@ fn eval_str(e: &Expr, env: &HashMap<String, String>) -> String {
             })
             .collect(),
         ExprKind::Var(v) => env[v.as_str()].clone(),
-        ExprKind::Binary { op: BinaryOp::Add, lhs, rhs } => eval_str(lhs, env) + &eval_str(rhs, env),
+        ExprKind::Binary {
+            op: BinaryOp::Add,
+            lhs,
+            rhs,
+        } => eval_str(lhs, env) + &eval_str(rhs, env),
         ExprKind::If { cond, then, .. } => {
             assert!(matches!(&cond.kind, ExprKind::Var(v) if v == "true"));
             eval_str(then, env)
@@ -123,8 +132,12 @@ fn eval_str(e: &Expr, env: &HashMap<String, String>) -> String {
         ExprKind::Let { bindings, body } => {
             let mut env = env.clone();
             for b in bindings {
-                let Binding::Attr { path, value, .. } = b else { panic!() };
-                let [AttrName::Static(name, _)] = &path[..] else { panic!() };
+                let Binding::Attr { path, value, .. } = b else {
+                    panic!()
+                };
+                let [AttrName::Static(name, _)] = &path[..] else {
+                    panic!()
+                };
                 let v = eval_str(value, &env);
                 env.insert(name.to_string(), v);
             }

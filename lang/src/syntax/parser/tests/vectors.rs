@@ -1,7 +1,7 @@
 //! Literal test vectors: precedence, literals, strings, paths, sets, lambdas, errors.
 
+use super::super::super::ast::*;
 use super::{err, ok, parse, show};
-use crate::syntax::ast::*;
 
 #[test]
 fn precedence() {
@@ -96,7 +96,7 @@ fn select_and_or() {
     ok("[ ]", "[]");
     ok("{ a = 1; }.a", "(. {a=1;} a)");
     ok("[1].a or 2", "(. [1] a or 2)");
-    err("a.b or", "unexpected end of file, expected expression");
+    err("a.b or", "unexpected end of file");
     err("or", "unexpected 'or'");
 }
 
@@ -116,7 +116,10 @@ fn numbers() {
     ok("9223372036854775807", "9223372036854775807");
     ok("-9223372036854775807", "(neg 9223372036854775807)");
     assert_eq!(err("9223372036854775808", "invalid integer"), (0, 19));
-    err("-9223372036854775808", "invalid integer '9223372036854775808'");
+    err(
+        "-9223372036854775808",
+        "invalid integer '9223372036854775808'",
+    );
     err("1.0e400", "invalid float");
     err("1.0e-400", "invalid float");
     ok("0.0e-400", "0.0");
@@ -132,7 +135,10 @@ fn identifiers_and_keywords() {
     ok("__curPos", "(curpos)");
     ok("[ __curPos ]", "[(curpos)]");
     err("if", "unexpected end of file");
-    err("a.if", "unexpected 'if', expected identifier, 'or', '${' or '\"'");
+    err(
+        "a.if",
+        "unexpected 'if', expected identifier, 'or', '${' or '\"'",
+    );
     err("a.assert", "unexpected 'assert'");
     err("a.<nixpkgs>", "unexpected '<…>' path");
     err("a.~/foo", "unexpected '~/…' path");
@@ -213,7 +219,9 @@ fn indented_strings() {
     assert_eq!(err("x ''abc", "unterminated indented string"), (2, 4));
     err("''abc'", "unterminated indented string");
     err("''abc$", "unterminated indented string");
-    err("''${a''", "unterminated indented string");
+    // `a''` is an identifier.
+    err("''${a''", "unexpected end of file, expected '}'");
+    err("''${a}", "unterminated indented string");
 }
 
 #[test]
@@ -258,11 +266,20 @@ fn search_paths_and_uris() {
     ok("a<b", "(< a b)");
     ok("a < b", "(< a b)");
     ok("a <= b", "(<= a b)");
-    ok("http://example.org/x?y=1&z=%20", "(uri http://example.org/x?y=1&z=%20)");
-    ok("git+ssh://git@github.com:a/b.git", "(uri git+ssh://git@github.com:a/b.git)");
+    ok(
+        "http://example.org/x?y=1&z=%20",
+        "(uri http://example.org/x?y=1&z=%20)",
+    );
+    ok(
+        "git+ssh://git@github.com:a/b.git",
+        "(uri git+ssh://git@github.com:a/b.git)",
+    );
     ok("x:x", "(uri x:x)");
     ok("x: x", "(fn x x)");
-    ok("[ mirror://gnu/hello.tar.gz ]", "[(uri mirror://gnu/hello.tar.gz)]");
+    ok(
+        "[ mirror://gnu/hello.tar.gz ]",
+        "[(uri mirror://gnu/hello.tar.gz)]",
+    );
     err("{ inherit http://x; }", "unexpected URI");
 }
 
@@ -276,10 +293,16 @@ fn attribute_sets() {
     ok("{ \"${x}\" = 1; }", "{${\"${x}\"}=1;}");
     ok("{ ${\"a\"} = 1; }", "{a=1;}");
     ok("{ \"a b\" = 1; or = 2; }", "{a b=1;or=2;}");
-    ok("{ inherit a \"b\"; inherit (e) c or; }", "{inherit a b;inherit (e) c or;}");
+    ok(
+        "{ inherit a \"b\"; inherit (e) c or; }",
+        "{inherit a b;inherit (e) c or;}",
+    );
     ok("{ inherit; inherit (x); }", "{inherit;inherit (x);}");
     ok("{ inherit ${\"a\"}; }", "{inherit a;}");
-    ok("{ a = x: x; b = if c then d else e; }", "{a=(fn x x);b=(if c d e);}");
+    ok(
+        "{ a = x: x; b = if c then d else e; }",
+        "{a=(fn x x);b=(if c d e);}",
+    );
     ok("{ a = 1; a = 2; }", "{a=1;a=2;}");
     ok("let { body = 1; }", "let{body=1;}");
     ok("let a = 1; in a", "(let {a=1;} a)");
@@ -287,20 +310,41 @@ fn attribute_sets() {
     ok("let a.${b} = 1; in a", "(let {a.${b}=1;} a)");
     ok("let ${\"a\"} = 1; in a", "(let {a=1;} a)");
     ok("f let { a = 1; }", "(@ f let{a=1;})");
-    assert_eq!(err("let ${a} = 1; in a", "dynamic attributes not allowed in let"), (0, 7));
-    err("let \"${a}\" = 1; in a", "dynamic attributes not allowed in let");
     assert_eq!(
-        err("{ inherit (a) ${b}; }", "dynamic attributes not allowed in inherit"),
+        err(
+            "let ${a} = 1; in a",
+            "dynamic attributes not allowed in let"
+        ),
+        (0, 7)
+    );
+    err(
+        "let \"${a}\" = 1; in a",
+        "dynamic attributes not allowed in let",
+    );
+    assert_eq!(
+        err(
+            "{ inherit (a) ${b}; }",
+            "dynamic attributes not allowed in inherit"
+        ),
         (14, 18)
     );
-    err("{ inherit \"${b}\"; }", "dynamic attributes not allowed in inherit");
-    assert_eq!(err("{ a = 1;", "unexpected end of file, expected '}'"), (8, 8));
+    err(
+        "{ inherit \"${b}\"; }",
+        "dynamic attributes not allowed in inherit",
+    );
+    assert_eq!(
+        err("{ a = 1;", "unexpected end of file, expected '}'"),
+        (8, 8)
+    );
     err("{ a = 1 }", "unexpected '}', expected ';'");
     err("{ a ... }", "unexpected '...', expected '.' or '='");
     err("{ 1 = x; }", "unexpected integer '1'");
     err("{ 1.5 = x; }", "unexpected floating-point literal '1.5'");
-    err("let a = 1; a", "unexpected end of file, expected '.' or '='");
-    err("let a = 1; in", "unexpected end of file, expected expression");
+    err(
+        "let a = 1; a",
+        "unexpected end of file, expected '.' or '='",
+    );
+    err("let a = 1; in", "unexpected end of file");
     err("f let a = 1; in a", "expected '{'");
     err("rec a", "unexpected identifier 'a', expected '{'");
 }
@@ -326,14 +370,24 @@ fn lambdas() {
     ok("if a then b else x: x", "(if a b (fn x x))");
     ok("if a then if b then c else d else e", "(if a (if b c d) e)");
     ok("f (x: x)", "(@ f (fn x x))");
-    assert_eq!(err("{x, y, x}: x", "duplicate formal function argument 'x'"), (7, 8));
+    assert_eq!(
+        err("{x, y, x}: x", "duplicate formal function argument 'x'"),
+        (7, 8)
+    );
     err("{b, a, b, a}: x", "duplicate formal function argument 'b'");
     assert_eq!(
-        err("args@{args, x}: x", "duplicate formal function argument 'args'").0,
+        err(
+            "args@{args, x}: x",
+            "duplicate formal function argument 'args'"
+        )
+        .0,
         0
     );
     err("{ a }@a: a", "duplicate formal function argument 'a'");
-    err("{x, y : [\"baz\"]}: x", "unexpected ':', expected ',' or '}'");
+    err(
+        "{x, y : [\"baz\"]}: x",
+        "unexpected ':', expected ',' or '}'",
+    );
     err("{ a, ..., }: a", "unexpected ',', expected '}'");
     err("{ ..., a }: a", "expected '}'");
     err("{ , }: 1", "unexpected ','");
@@ -341,9 +395,9 @@ fn lambdas() {
     err("{ a }@b", "expected ':'");
     err("x@y: 1", "unexpected identifier 'y', expected '{'");
     err("1 + x: x", "unexpected ':'");
-    err("1 + if a then b else c", "unexpected 'if', expected expression");
+    err("1 + if a then b else c", "unexpected 'if'");
     err("if 1 else", "unexpected 'else', expected 'then'");
-    err("if then", "unexpected 'then', expected expression");
+    err("if then", "unexpected 'then'");
     err("map x: x", "unexpected ':'");
 }
 
@@ -363,21 +417,33 @@ fn comments_and_whitespace() {
 #[test]
 fn errors() {
     assert_eq!(err("}", "unexpected '}'"), (0, 1));
+    assert_eq!(parse("}").unwrap_err().message, "unexpected '}'");
+    assert_eq!(
+        parse("{ a = 1;").unwrap_err().message,
+        "unexpected end of file, expected '}'"
+    );
+    assert_eq!(parse("\"abc").unwrap_err().message, "unterminated string");
     assert_eq!(err("&& true", "unexpected '&&'"), (0, 2));
     err("++ []", "unexpected '++'");
     err("// 1", "unexpected '//'");
     err("-> x", "unexpected '->'");
     err("|| true", "unexpected '||'");
     assert_eq!(err("1 != != 2", "unexpected '!='"), (5, 7));
-    assert_eq!(err("123 é 4", "unexpected invalid character 'é', expected end of file"), (4, 6));
+    assert_eq!(
+        err(
+            "123 é 4",
+            "unexpected invalid character 'é', expected end of file"
+        ),
+        (4, 6)
+    );
     assert_eq!(err("(\n# no content\n", "unexpected end of file"), (15, 15));
-    err("", "unexpected end of file, expected expression");
+    err("", "unexpected end of file");
     err("(1", "unexpected end of file, expected ')'");
     err("((1)", "unexpected end of file, expected ')'");
     err("[1 2", "unexpected end of file, expected ']'");
     err("[1 + 2]", "unexpected '+', expected ']'");
     err("a b c )", "unexpected ')', expected end of file");
-    err("1 +", "unexpected end of file, expected expression");
+    err("1 +", "unexpected end of file");
     err("a 1\"$", "unterminated string");
     err("${a}", "unexpected '${'");
     err("a.${b", "expected '}'");
@@ -389,12 +455,16 @@ fn errors() {
 fn spans() {
     let e = parse("1 + 2 * 3").unwrap();
     assert_eq!(e.span, Span::new(0, 9));
-    let ExprKind::Binary { rhs, .. } = &e.kind else { panic!() };
+    let ExprKind::Binary { rhs, .. } = &e.kind else {
+        panic!()
+    };
     assert_eq!(rhs.span, Span::new(4, 9));
 
     let e = parse("(a).b").unwrap();
     assert_eq!(e.span, Span::new(0, 5));
-    let ExprKind::Select { expr, path, .. } = &e.kind else { panic!() };
+    let ExprKind::Select { expr, path, .. } = &e.kind else {
+        panic!()
+    };
     assert_eq!(expr.span, Span::new(1, 2));
     assert_eq!(path[0].span(), Span::new(4, 5));
 
@@ -405,29 +475,48 @@ fn spans() {
     assert_eq!(e.span, Span::new(1, 5));
 
     let e = parse("{ a.\"b\" = 1; inherit c; }").unwrap();
-    let ExprKind::Attrs { bindings, .. } = &e.kind else { panic!() };
-    let Binding::Attr { path, value, span } = &bindings[0] else { panic!() };
-    assert_eq!((path[0].span(), path[1].span()), (Span::new(2, 3), Span::new(4, 7)));
+    let ExprKind::Attrs { bindings, .. } = &e.kind else {
+        panic!()
+    };
+    let Binding::Attr { path, value, span } = &bindings[0] else {
+        panic!()
+    };
+    assert_eq!(
+        (path[0].span(), path[1].span()),
+        (Span::new(2, 3), Span::new(4, 7))
+    );
     assert_eq!((value.span, *span), (Span::new(10, 11), Span::new(2, 12)));
-    let Binding::Inherit { names, span, .. } = &bindings[1] else { panic!() };
+    let Binding::Inherit { names, span, .. } = &bindings[1] else {
+        panic!()
+    };
     assert_eq!((names[0].1, *span), (Span::new(21, 22), Span::new(13, 23)));
 
     let e = parse("{ a, b ? 1 }@c: a").unwrap();
-    let ExprKind::Lambda { param: Param::Formals { formals, at, .. }, .. } = &e.kind else {
+    let ExprKind::Lambda {
+        param: Param::Formals { formals, at, .. },
+        ..
+    } = &e.kind
+    else {
         panic!()
     };
     assert_eq!(formals[1].span, Span::new(5, 6));
     assert_eq!(at.as_ref().unwrap().1, Span::new(13, 14));
 
     let e = parse("\"a${b}\"").unwrap();
-    let ExprKind::Str(parts) = &e.kind else { panic!() };
-    let StrPart::Interp(b) = &parts[1] else { panic!() };
+    let ExprKind::Str(parts) = &e.kind else {
+        panic!()
+    };
+    let StrPart::Interp(b) = &parts[1] else {
+        panic!()
+    };
     assert_eq!((e.span, b.span), (Span::new(0, 7), Span::new(4, 5)));
 
     let e = parse("a.b or c").unwrap();
     assert_eq!(e.span, Span::new(0, 8));
     let e = parse("f or").unwrap();
-    let ExprKind::Apply { arg, .. } = &e.kind else { panic!() };
+    let ExprKind::Apply { arg, .. } = &e.kind else {
+        panic!()
+    };
     assert_eq!(arg.span, Span::new(2, 4));
     assert_eq!(show(&e), "(@ f or)");
 }
