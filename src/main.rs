@@ -31,10 +31,27 @@ enum Command {
     Eval(cmd::eval::EvalArgs),
 }
 
+/// Stack for the thread that does the work. Evaluation grows its own stack on
+/// the heap as it recurses, but freeing a deeply nested value (a 100,000-long
+/// linked list of sets, say) recurses natively; a large, lazily committed stack
+/// keeps that safe.
+const WORKER_STACK: usize = 1 << 30;
+
 fn main() {
     let cli = Cli::parse();
-    let code = match cli.command {
-        Command::Eval(args) => cmd::eval::run(args),
+    let worker = std::thread::Builder::new()
+        .name("rocmx".into())
+        .stack_size(WORKER_STACK)
+        .spawn(move || match cli.command {
+            Command::Eval(args) => cmd::eval::run(args),
+        });
+    let code = match worker.map(|h| h.join()) {
+        Ok(Ok(code)) => code,
+        Ok(Err(_)) => 101, // the panic message was already printed
+        Err(e) => {
+            eprintln!("error: cannot start the worker thread: {e}");
+            1
+        }
     };
     std::process::exit(code);
 }

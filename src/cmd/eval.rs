@@ -45,7 +45,7 @@ pub struct EvalArgs {
     #[arg(short = 'I', long = "include", value_name = "PATH")]
     include: Vec<String>,
     /// Maximum depth of nested function calls before evaluation stops.
-    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    #[arg(long, value_name = "N", default_value_t = 20_000)]
     max_call_depth: usize,
     /// Show the chain of "while evaluating" frames on errors.
     #[arg(long)]
@@ -131,7 +131,7 @@ pub fn run(args: EvalArgs) -> i32 {
     }
     let mut ev = Evaluator::new(settings, Rc::new(MemStore::new()));
     let result = evaluate(&mut ev, &args);
-    match result {
+    let code = match result {
         Ok(text) => {
             let mut out = std::io::stdout().lock();
             let _ = writeln!(out, "{text}");
@@ -145,7 +145,11 @@ pub fn run(args: EvalArgs) -> i32 {
             );
             1
         }
-    }
+    };
+    // The process exits next; tearing down the heap value by value would only
+    // cost time (and recursion on deep values).
+    std::mem::forget(ev);
+    code
 }
 
 fn cwd() -> PathBuf {

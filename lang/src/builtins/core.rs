@@ -165,31 +165,33 @@ fn import(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 }
 
 fn scoped_import(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
-    // `scopedImport attrs path`: evaluate the file with `attrs` in scope. Modelled
-    // as `with attrs; <file>`, which matches every use that does not shadow a
-    // lexical binding.
+    // `scopedImport attrs path`: the file is evaluated with the names of `attrs`
+    // bound lexically between the globals and the file, so they shadow builtins
+    // (`import`, `builtins`, …) as in Nix. Not cached: each scope differs.
     let scope = ev.expect_attrs(&a[0])?;
     let mut p = import_path(ev, &a[1])?;
     if p.is_dir() {
         p.push("default.nix");
     }
-    let text = std::fs::read_to_string(&p).map_err(|e| {
+    let real = ev.store.realise_path(&p).unwrap_or_else(|| p.clone());
+    let text = std::fs::read_to_string(&real).map_err(|e| {
         EvalError::new(
             ErrorKind::Io,
             format!("reading file '{}': {e}", p.display()),
         )
     })?;
     let base = p.parent().unwrap_or(Path::new("/")).to_path_buf();
-    let wrapped = format!("__scope__: with __scope__; ({text}\n)");
-    let f = ev.compile_source(
+    let names: Vec<crate::value::Sym> = scope.keys().cloned().collect();
+    let values: Vec<Value> = scope.values().cloned().collect();
+    let ir = ev.compile_source_scoped(
         p.display().to_string(),
         Some(p.clone()),
-        wrapped.into(),
+        text.into(),
         &base,
+        Some(&names),
     )?;
-    let env = ev.globals().clone();
-    let fv = ev.eval(&f, &env)?;
-    ev.call(&fv, Value::Attrs(scope))
+    let env = crate::eval::ir::Env::new(Some(ev.globals()), values);
+    ev.eval(&ir, &env)
 }
 
 fn find_file(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
@@ -236,8 +238,9 @@ fn find_file(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
             )));
         }
     }
+    // Thrown, so `tryEval <x>` can catch it as in Nix.
     Err(EvalError::new(
-        ErrorKind::Eval,
+        ErrorKind::Throw,
         format!("file '{name}' was not found in the Nix search path (add it using $NIX_PATH, $ROCMX_PATH or -I)"),
     ))
 }

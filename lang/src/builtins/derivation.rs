@@ -143,8 +143,8 @@ fn build(ev: &mut Evaluator, attrs: &Attrs, name: &str) -> EResult<Value> {
                 let mut outs = Vec::new();
                 for x in list.iter() {
                     let o = coerce(ev, x, &mut ctx)?;
-                    if o == "drv" {
-                        return Err(err("invalid derivation output name 'drv'"));
+                    if o == "drv" || o == "drvPath" {
+                        return Err(err(format!("invalid derivation output name '{o}'")));
                     }
                     if outs.contains(&o) {
                         return Err(err(format!("duplicate derivation output '{o}'")));

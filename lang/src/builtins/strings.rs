@@ -447,12 +447,14 @@ fn parse_any_hash(s: &str, algo: Option<HashAlgo>) -> EResult<Hash> {
         (None, s, false)
     };
     let algo = match (parsed, algo) {
-        (None, None) => return Err(EvalError::new(
-            ErrorKind::Eval,
-            format!(
+        (None, None) => {
+            return Err(EvalError::new(
+                ErrorKind::Eval,
+                format!(
                 "hash '{s}' does not include a type, nor is the type otherwise known from context"
             ),
-        )),
+            ))
+        }
         (Some(p), Some(o)) if p != o => {
             return Err(EvalError::new(
                 ErrorKind::Eval,
@@ -504,19 +506,20 @@ fn convert_hash(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let format = force_string_no_ctx(ev, &format, || {
         "while evaluating the attribute 'toHashFormat'".into()
     })?;
-    let enc =
-        match format.as_str() {
-            "base16" => Encoding::Base16,
-            "nix32" | "base32" => Encoding::Nix32,
-            "base64" => Encoding::Base64,
-            "sri" => Encoding::Sri,
-            other => return Err(EvalError::new(
+    let enc = match format.as_str() {
+        "base16" => Encoding::Base16,
+        "nix32" | "base32" => Encoding::Nix32,
+        "base64" => Encoding::Base64,
+        "sri" => Encoding::Sri,
+        other => {
+            return Err(EvalError::new(
                 ErrorKind::Eval,
                 format!(
                     "unknown hash format '{other}', expect 'base16', 'base32', 'base64', or 'sri'"
                 ),
-            )),
-        };
+            ))
+        }
+    };
     let h = parse_any_hash(hash.as_str(), algo)?;
     Ok(Value::str(h.encode(enc)))
 }

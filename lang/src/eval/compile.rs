@@ -107,6 +107,16 @@ impl<'a> Compiler<'a> {
         }
     }
 
+    /// Adds a static scope binding `names` to slots 0.. (for `scopedImport`).
+    pub fn push_scope(&mut self, names: &[Sym]) {
+        let map = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.clone(), i as u32))
+            .collect();
+        self.scopes.push(Scope::Static(map));
+    }
+
     fn pos(&self, span: Span) -> Pos {
         Pos {
             file: self.file,
@@ -294,6 +304,7 @@ impl<'a> Compiler<'a> {
                         return Ok(Rc::new(Ir::Var {
                             up: up as u32,
                             idx: *idx,
+                            pos: self.pos(span),
                         }));
                     }
                 }
@@ -363,6 +374,11 @@ impl<'a> Compiler<'a> {
                 first.clone()
             }
             PathAnchor::Home => {
+                self.lint(
+                    self.lints.absolute_path_literals,
+                    format!("home path literal '{first}' is not allowed"),
+                    span,
+                )?;
                 let home = std::env::var("HOME").unwrap_or_default();
                 format!("{home}{}", &first[1..])
             }
@@ -568,13 +584,11 @@ impl<'a> Compiler<'a> {
                     }
                     Some(i) => {
                         // Turn an existing literal set into a tree we can merge into.
+                        // A `rec` literal merges too, and the merged attributes then
+                        // see its scope (kept for compatibility, NixOS/nix#9020).
                         if let Entry::Expr(e) = &tree.statics[i].1 {
-                            if let ExprKind::Attrs {
-                                rec: false,
-                                bindings,
-                            } = &e.kind
-                            {
-                                let t = self.build_tree(false, bindings, e.span, false)?;
+                            if let ExprKind::Attrs { rec, bindings } = &e.kind {
+                                let t = self.build_tree(*rec, bindings, e.span, false)?;
                                 tree.statics[i].1 = Entry::Nested(t);
                             }
                         }
@@ -708,6 +722,7 @@ impl<'a> Compiler<'a> {
                 expr: Rc::new(Ir::Var {
                     up: 0,
                     idx: (hidden_base + h) as u32,
+                    pos: self.pos(span),
                 }),
                 path: vec![IrAttrName::Static(n)],
                 default: None,

@@ -129,6 +129,7 @@ pub enum Ir {
     Var {
         up: u32,
         idx: u32,
+        pos: Pos,
     },
     /// A variable found only in an enclosing `with`, looked up at run time.
     WithVar {

@@ -50,7 +50,7 @@ impl Default for EvalSettings {
     fn default() -> Self {
         EvalSettings {
             search_path: Vec::new(),
-            max_call_depth: 10_000,
+            max_call_depth: 20_000,
             lints: Lints::default(),
             system: "x86_64-linux".into(),
             impure: true,
@@ -101,6 +101,20 @@ impl Evaluator {
         text: Rc<str>,
         base_dir: &Path,
     ) -> EResult<Rc<Ir>> {
+        self.compile_source_scoped(name, path, text, base_dir, None)
+    }
+
+    /// Like [`Self::compile_source`], with an extra scope of `names` between the
+    /// globals and the file (used by `scopedImport`); the environment to run the
+    /// result in must then hold one slot per name, over the globals.
+    pub fn compile_source_scoped(
+        &mut self,
+        name: String,
+        path: Option<PathBuf>,
+        text: Rc<str>,
+        base_dir: &Path,
+        scope: Option<&[Sym]>,
+    ) -> EResult<Rc<Ir>> {
         let file = self.sources.add(name.clone(), path, text.clone());
         let ast = crate::syntax::parse(&text).map_err(|e| {
             EvalError::at(
@@ -120,6 +134,9 @@ impl Evaluator {
             self.settings.lints,
             &lc,
         );
+        if let Some(names) = scope {
+            c.push_scope(names);
+        }
         let ir = c.compile(&ast)?;
         let warnings = std::mem::take(&mut c.warnings);
         for (pos, msg) in warnings {
@@ -232,7 +249,7 @@ impl Evaluator {
     pub fn delay(&mut self, ir: &Rc<Ir>, env: &Env) -> Value {
         match &**ir {
             Ir::Const(v) => v.clone(),
-            Ir::Var { up, idx } => env.ancestor(*up).get(*idx),
+            Ir::Var { up, idx, .. } => env.ancestor(*up).get(*idx),
             Ir::Lambda(def) => Value::Lambda(Rc::new(Closure {
                 def: def.clone(),
                 env: env.clone(),
@@ -263,9 +280,9 @@ impl Evaluator {
     fn eval_inner(&mut self, ir: &Ir, env: &Env) -> EResult<Value> {
         match ir {
             Ir::Const(v) => Ok(v.clone()),
-            Ir::Var { up, idx } => {
+            Ir::Var { up, idx, pos } => {
                 let v = env.ancestor(*up).get(*idx);
-                self.force(&v)
+                self.force(&v).at_pos(*pos)
             }
             Ir::WithVar { name, pos } => {
                 let v = self.lookup_with(name, env, *pos)?;
@@ -441,7 +458,8 @@ impl Evaluator {
         // `rec { __overrides = { … }; }` replaces attributes, in the scope too.
         if def.rec {
             if let Some(ov) = attrs.get("__overrides").cloned() {
-                if let Value::Attrs(ov) = self.force(&ov)? {
+                let ov = self.expect_attrs(&ov).at_pos(def.pos)?;
+                {
                     for (k, v) in ov.iter() {
                         if let Some(i) = def.statics.iter().position(|a| &a.name == k) {
                             scope.set(i as u32, v.clone());

@@ -272,10 +272,13 @@ impl Evaluator {
 
     /// Element equality: the same shared thunk is equal to itself without forcing.
     fn equal_elem(&mut self, x: &Value, y: &Value) -> EResult<bool> {
-        if let (Value::Thunk(a), Value::Thunk(b)) = (x, y) {
-            if Rc::ptr_eq(&a.0, &b.0) {
-                return Ok(true);
-            }
+        // Nix's value identity optimisation: the very same value inside a list or
+        // set is equal to itself, even a function.
+        match (x, y) {
+            (Value::Thunk(a), Value::Thunk(b)) if Rc::ptr_eq(&a.0, &b.0) => return Ok(true),
+            (Value::Lambda(a), Value::Lambda(b)) if Rc::ptr_eq(a, b) => return Ok(true),
+            (Value::PrimOp(a), Value::PrimOp(b)) if Rc::ptr_eq(a, b) => return Ok(true),
+            _ => {}
         }
         self.equal(x, y)
     }
@@ -532,15 +535,27 @@ impl Evaluator {
     pub fn force_deep(&mut self, v: &Value) -> EResult<Value> {
         let mut seen = std::collections::HashSet::new();
         let r = self.force(v)?;
-        self.force_deep_inner(&r, &mut seen)?;
+        self.force_deep_inner(&r, &mut seen, 0)?;
         Ok(r)
     }
 
+    /// Forces `v` and everything inside it; nesting deeper than
+    /// `--max-call-depth` is an error, as in Nix.
     fn force_deep_inner(
         &mut self,
         v: &Value,
         seen: &mut std::collections::HashSet<usize>,
+        depth: usize,
     ) -> EResult<()> {
+        if depth > self.settings.max_call_depth {
+            return Err(EvalError::new(
+                ErrorKind::CallDepth,
+                format!(
+                    "stack overflow; max-call-depth exceeded ({}) while forcing a deeply nested value",
+                    self.settings.max_call_depth
+                ),
+            ));
+        }
         stacker::maybe_grow(256 * 1024, 8 * 1024 * 1024, || {
             match v {
                 Value::Attrs(a) => {
@@ -551,7 +566,7 @@ impl Evaluator {
                         let f = self
                             .force(x)
                             .frame(None, || format!("while evaluating the attribute '{k}'"))?;
-                        self.force_deep_inner(&f, seen)?;
+                        self.force_deep_inner(&f, seen, depth + 1)?;
                     }
                 }
                 Value::List(l) => {
@@ -562,7 +577,7 @@ impl Evaluator {
                         let f = self
                             .force(x)
                             .frame(None, || format!("while evaluating list element {i}"))?;
-                        self.force_deep_inner(&f, seen)?;
+                        self.force_deep_inner(&f, seen, depth + 1)?;
                     }
                 }
                 _ => {}
