@@ -190,7 +190,8 @@ fn scoped_import(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
         &base,
         Some(&names),
     )?;
-    let env = crate::eval::ir::Env::new(Some(ev.globals()), values);
+    let env =
+        crate::eval::ir::Env::new(Some(ev.globals()), crate::eval::ir::Slots::from_vec(values));
     ev.eval(&ir, &env)
 }
 

@@ -333,6 +333,20 @@ impl<'a> Compiler<'a> {
     }
 
     fn compile_str(&mut self, parts: &[StrPart], pos: Pos) -> EResult<Rc<Ir>> {
+        for p in parts {
+            if let StrPart::Lit(s) = p {
+                if s.contains('\0') {
+                    return Err(EvalError::at(
+                        ErrorKind::Parse,
+                        format!(
+                            "input string '{}' cannot be represented as Nix string because it contains null bytes",
+                            s.replace('\0', "␀")
+                        ),
+                        pos,
+                    ));
+                }
+            }
+        }
         if parts.iter().all(|p| matches!(p, StrPart::Lit(_))) {
             let s: String = parts
                 .iter()

@@ -18,20 +18,24 @@ pub struct Pos {
     pub span: Span,
 }
 
+/// The slots of one scope; most scopes (lambda arguments) have one or two, kept
+/// inline so a function call allocates once.
+pub type Slots = smallvec::SmallVec<[Value; 2]>;
+
 /// A runtime scope: slots for the variables a `let`, `rec`, lambda or the global
 /// scope binds, or the attribute set a `with` brings into scope.
 #[derive(Clone)]
 pub struct Env(pub Rc<EnvInner>);
 
 pub struct EnvInner {
-    pub slots: RefCell<Vec<Value>>,
+    pub slots: RefCell<Slots>,
     pub parent: Option<Env>,
     /// For a `with` scope: the (unforced) attribute set.
     pub with: Option<Value>,
 }
 
 impl Env {
-    pub fn new(parent: Option<&Env>, slots: Vec<Value>) -> Env {
+    pub fn new(parent: Option<&Env>, slots: Slots) -> Env {
         Env(Rc::new(EnvInner {
             slots: RefCell::new(slots),
             parent: parent.cloned(),
@@ -40,7 +44,7 @@ impl Env {
     }
     pub fn new_with(parent: &Env, attrs: Value) -> Env {
         Env(Rc::new(EnvInner {
-            slots: RefCell::new(Vec::new()),
+            slots: RefCell::new(Slots::new()),
             parent: Some(parent.clone()),
             with: Some(attrs),
         }))

@@ -79,7 +79,7 @@ impl Evaluator {
             sources: SourceMap::default(),
             settings,
             store,
-            globals: Env::new(None, Vec::new()),
+            globals: Env::new(None, Slots::new()),
             global_names: HashMap::new(),
             import_cache: HashMap::new(),
             call_depth: 0,
@@ -87,7 +87,7 @@ impl Evaluator {
         };
         let (names, values) = crate::builtins::globals(&mut ev);
         ev.global_names = names;
-        *ev.globals.0.slots.borrow_mut() = values;
+        *ev.globals.0.slots.borrow_mut() = Slots::from_vec(values);
         ev
     }
 
@@ -119,7 +119,11 @@ impl Evaluator {
         let ast = crate::syntax::parse(&text).map_err(|e| {
             EvalError::at(
                 ErrorKind::Parse,
-                format!("syntax error, {}", e.message),
+                if e.message.starts_with("unexpected") || e.message.starts_with("unterminated") {
+                    format!("syntax error, {}", e.message)
+                } else {
+                    e.message.clone()
+                },
                 Pos { file, span: e.span },
             )
         })?;
@@ -254,6 +258,16 @@ impl Evaluator {
                 def: def.clone(),
                 env: env.clone(),
             })),
+            Ir::Binary { op, lhs, rhs, .. } => match (peek(lhs, env), peek(rhs, env)) {
+                // Integer arithmetic on values already known cannot diverge or
+                // have effects, so computing it now is indistinguishable from
+                // computing it later, and saves a thunk (`f (n - 1)`).
+                (Some(Value::Int(a)), Some(Value::Int(b))) => ops::int_fast_path(*op, a, b)
+                    .unwrap_or_else(|| {
+                        Value::Thunk(Thunk::new(ThunkState::Suspended(ir.clone(), env.clone())))
+                    }),
+                _ => Value::Thunk(Thunk::new(ThunkState::Suspended(ir.clone(), env.clone()))),
+            },
             _ => Value::Thunk(Thunk::new(ThunkState::Suspended(ir.clone(), env.clone()))),
         }
     }
@@ -401,7 +415,7 @@ impl Evaluator {
     fn eval_attrs(&mut self, def: &Rc<AttrsDef>, env: &Env) -> EResult<(Rc<Attrs>, Env)> {
         let scope = if def.needs_env() {
             let n = if def.rec { def.statics.len() } else { 0 } + def.hidden.len();
-            let new_env = Env::new(Some(env), Vec::with_capacity(n));
+            let new_env = Env::new(Some(env), Slots::with_capacity(n));
             if def.rec {
                 for _ in 0..def.statics.len() {
                     new_env.push(Value::Null);
@@ -632,7 +646,7 @@ impl Evaluator {
         let def = &c.def;
         match &def.param {
             IrParam::Ident(_) => {
-                let env = Env::new(Some(&c.env), vec![arg]);
+                let env = Env::new(Some(&c.env), smallvec::smallvec![arg]);
                 self.eval(&def.body, &env)
             }
             IrParam::Formals {
@@ -666,7 +680,7 @@ impl Evaluator {
                         }
                     }
                 }
-                let env = Env::new(Some(&c.env), Vec::with_capacity(formals.len() + 1));
+                let env = Env::new(Some(&c.env), Slots::with_capacity(formals.len() + 1));
                 let mut defaults = Vec::new();
                 for (i, (name, default)) in formals.iter().enumerate() {
                     match attrs.get(name) {
@@ -744,5 +758,19 @@ pub fn test_eval(expr: &str) -> Result<String, String> {
     match r {
         Ok(v) => Ok(crate::value::print::print_value(&v)),
         Err(e) => Err(ev.sources.render(&e, false)),
+    }
+}
+
+/// The value of a constant or of a variable that is already evaluated, without
+/// forcing anything.
+#[inline]
+fn peek(ir: &Ir, env: &Env) -> Option<Value> {
+    match ir {
+        Ir::Const(v) => Some(v.clone()),
+        Ir::Var { up, idx, .. } => match env.ancestor(*up).get(*idx) {
+            Value::Thunk(t) => t.value(),
+            v => Some(v),
+        },
+        _ => None,
     }
 }

@@ -87,6 +87,11 @@ impl Evaluator {
     /// Applies a strict binary operator to two forced values.
     pub fn binary_values(&mut self, op: BinaryOp, l: &Value, r: &Value) -> EResult<Value> {
         use BinaryOp::*;
+        if let (Value::Int(a), Value::Int(b)) = (l, r) {
+            if let Some(v) = int_fast_path(op, *a, *b) {
+                return Ok(v);
+            }
+        }
         match op {
             Add => self.add(l, r),
             Sub | Mul | Div => self.arith(op, l, r),
@@ -473,7 +478,11 @@ impl Evaluator {
 
     // ---- typed accessors for builtins ---------------------------------------
 
+    #[inline]
     pub fn expect_bool(&mut self, v: &Value) -> EResult<bool> {
+        if let Value::Bool(b) = v {
+            return Ok(*b);
+        }
         match self.force(v)? {
             Value::Bool(b) => Ok(b),
             o => Err(self.type_error("a Boolean", &o)),
@@ -597,4 +606,23 @@ fn as_f64(v: &Value) -> f64 {
 
 fn is_empty_list(v: &Value) -> bool {
     matches!(v, Value::List(l) if l.is_empty())
+}
+
+/// Integer operations that cannot fail, computed without the general machinery;
+/// `None` means "take the general path" (overflow, division, other operators).
+#[inline]
+pub(crate) fn int_fast_path(op: BinaryOp, a: i64, b: i64) -> Option<Value> {
+    use BinaryOp::*;
+    Some(match op {
+        Add => Value::Int(a.checked_add(b)?),
+        Sub => Value::Int(a.checked_sub(b)?),
+        Mul => Value::Int(a.checked_mul(b)?),
+        Lt => Value::Bool(a < b),
+        Le => Value::Bool(a <= b),
+        Gt => Value::Bool(a > b),
+        Ge => Value::Bool(a >= b),
+        Eq => Value::Bool(a == b),
+        NotEq => Value::Bool(a != b),
+        _ => return None,
+    })
 }

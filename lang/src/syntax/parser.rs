@@ -57,8 +57,17 @@ impl ParseError {
 
 /// Parses one Nix expression spanning all of `src`.
 ///
-/// Spans in the result and in the error are byte offsets into `src`. Inputs of
-/// 4 GiB or more are rejected since spans are 32-bit.
+/// Spans in the result and in the error are byte offsets into `src`. A node's
+/// span covers its own syntax: parentheses around an expression are not part of
+/// its span (`(x: x)` is a lambda spanning `x: x`) but are part of the enclosing
+/// node's (`(a).b` spans from `(`). Inputs of 4 GiB or more are rejected since
+/// spans are 32-bit.
+///
+/// Messages for what Nix calls syntax errors start with `unexpected` or
+/// `unterminated` (Nix prints those after "syntax error, "); the others use
+/// Nix's own wording, e.g. `path has a trailing slash`, `invalid integer '…'`
+/// or `duplicate formal function argument 'x'`, plus `expression nested too
+/// deeply` for [`MAX_DEPTH`].
 pub fn parse(src: &str) -> Result<Expr, ParseError> {
     if u32::try_from(src.len()).is_err() {
         return Err(ParseError::new(
