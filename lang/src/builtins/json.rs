@@ -423,7 +423,7 @@ mod tests {
     #[test]
     fn to_json_depth_limit() {
         big_stack(|| {
-            let deep = err("let f = n: if n == 0 then null else { x = f (n - 1); }; in builtins.toJSON (f 20000)");
+            let deep = err("let f = n: if n == 0 then null else { x = f (n - 1); }; in builtins.toJSON (f 30000)");
             assert!(
                 deep.contains("stack overflow; max-call-depth exceeded"),
                 "{deep}"

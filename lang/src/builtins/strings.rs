@@ -891,114 +891,189 @@ mod tests {
         assert_eq!(ev(&format!("builtins.hasContext (baseNameOf {s})")), "true");
         assert_eq!(ev(&format!("builtins.split \"y\" {s}")), "[ \"x\" ]");
     }
-}
-
-#[cfg(test)]
-mod conformance_tmp {
+    /// Random patterns (alternations, nullable loops) against the output of
+    /// Nix 2.8 (`[ (match p s) (split p s) ]`), which uses libstdc++'s regex.
     #[test]
-    fn tmp_conformance() {
-        let dir = "/work/shared/conformance/nix/lang";
-        let mut bad = vec![];
-        for t in [
-            "regex-match",
-            "regex-match2",
-            "regex-split",
-            "replacestrings",
-            "substring",
-            "substring-context",
-            "splitversion",
-            "versions",
-            "hashstring",
-            "convertHash",
-            "concatstringssep",
-            "baseNameOf",
-            "builtins-dirOf",
-            "context",
-            "context-introspection",
-        ] {
-            let want = std::fs::read_to_string(format!("{dir}/eval-okay-{t}.exp")).unwrap();
-            let got = crate::eval::test_eval(&format!("import {dir}/eval-okay-{t}.nix"));
-            match got {
-                Ok(g) if g.trim() == want.trim().replace("/pwd/lang", dir) => eprintln!("PASS {t}"),
-                Ok(g) => {
-                    eprintln!("FAIL {t}: got\n{g}\nwant\n{want}");
-                    bad.push(t)
-                }
-                Err(e) => {
-                    eprintln!("ERR {t}: {e}");
-                    bad.push(t)
-                }
-            }
-        }
-        assert!(bad.is_empty(), "{bad:?}");
-    }
-
-    #[test]
-    fn tmp_diff() {
-        let data = std::fs::read_to_string("/tmp/ere/cases.json").unwrap();
-        let v: serde_json::Value = serde_json::from_str(&data).unwrap();
-        let mut bad = 0;
-        for c in v.as_array().unwrap() {
-            let e = c["expr"].as_str().unwrap();
-            let want = c["want"].as_str().unwrap();
-            let got = crate::eval::test_eval(e).unwrap_or_else(|e| format!("ERROR {e}"));
-            if got != want {
-                bad += 1;
-                eprintln!("DIFF {e}\n  nix:  {want}\n  ours: {got}");
-            }
-        }
-        eprintln!("DIFFS {bad} / {}", v.as_array().unwrap().len());
-    }
-
-    #[test]
-    fn tmp_bench() {
-        let t = std::time::Instant::now();
-        let got = crate::eval::test_eval("import /work/main/bench/eval/strings.nix");
-        eprintln!("BENCH {:?} {:?}", t.elapsed(), got);
-    }
-
-    #[test]
-    fn tmp_fail() {
-        let dir = "/work/shared/conformance/nix/lang";
-        for t in [
-            "addDrvOutputDependencies-empty-context",
-            "addDrvOutputDependencies-multi-elem-context",
-            "addDrvOutputDependencies-wrong-element-kind",
-            "baseNameOf-1",
-            "compareVersions-1",
-            "compareVersions-2",
-            "concatStringsSep-1",
-            "concatStringsSep-2",
-            "concatStringsSep-3",
-            "hashString-1",
-            "hashString-2",
-            "hashString-3",
-            "match-1",
-            "match-2",
-            "match-3",
-            "parseDrvName-1",
-            "replaceStrings-1",
-            "replaceStrings-2",
-            "replaceStrings-3",
-            "replaceStrings-4",
-            "replaceStrings-5",
-            "replaceStrings-6",
-            "split-1",
-            "split-2",
-            "split-3",
-            "splitVersion-1",
-            "stringLength-1",
-            "substring-1",
-            "substring-2",
-            "substring-3",
-            "substring-4",
-            "substring",
-        ] {
-            let got = crate::eval::test_eval(&format!("import {dir}/eval-fail-{t}.nix"));
-            match got {
-                Ok(g) => eprintln!("UNEXPECTED OK {t}: {g}"),
-                Err(e) => eprintln!("== {t}: {}", e.lines().next().unwrap_or("")),
-            }
+    fn regex_differential_vectors() {
+        let cases: &[(&str, &str, &str)] = &[
+            (
+                r#"|[^a]*b{0,}|c{1,2}"#,
+                r#"ac"#,
+                r#"[ null [ "" [ ] "a" [ ] "" [ ] "" ] ]"#,
+            ),
+            (
+                r#"(a*|)"#,
+                r#"bc"#,
+                r#"[ null [ "" [ "" ] "b" [ "" ] "c" [ "" ] "" ] ]"#,
+            ),
+            (
+                r#"c{0,}(.b$|a{0,1}ba)*$|a()|"#,
+                r#"acbaaaabcb"#,
+                r#"[ null [ "" [ null "" ] "" [ null null ] "c" [ null null ] "b" [ null "" ] "" [ null "" ] "" [ null "" ] "" [ null "" ] "" [ null null ] "b" [ "cb" null ] "" [ null null ] "" ] ]"#,
+            ),
+            (
+                r#"|[b-c]*.{0,1}b|a?"#,
+                r#"acaabccbaa"#,
+                r#"[ null [ "" [ ] "" [ ] "c" [ ] "" [ ] "" [ ] "" [ ] "" [ ] "" [ ] "" ] ]"#,
+            ),
+            (
+                r#"|.b{1,2}^"#,
+                r#"ccb"#,
+                r#"[ null [ "" [ ] "c" [ ] "c" [ ] "b" [ ] "" ] ]"#,
+            ),
+            (
+                r#"c|.{1,2}((^bc*||ab*b)?)?|"#,
+                r#"bba"#,
+                r#"[ null [ "" [ "" "" ] "" [ "" "" ] "" [ null null ] "" ] ]"#,
+            ),
+            (
+                r#"bb*|b?"#,
+                r#"babaccba"#,
+                r#"[ null [ "" [ ] "" [ ] "a" [ ] "" [ ] "a" [ ] "c" [ ] "c" [ ] "" [ ] "a" [ ] "" ] ]"#,
+            ),
+            (
+                r#"|c.{0,1}|."#,
+                r#"cacba"#,
+                r#"[ null [ "" [ ] "" [ ] "" [ ] "" [ ] "" ] ]"#,
+            ),
+            (
+                r#"(b{2}.c||)|"#,
+                r#"ccbabcaaa"#,
+                r#"[ null [ "" [ "" ] "c" [ "" ] "c" [ "" ] "b" [ "" ] "a" [ "" ] "b" [ "" ] "c" [ "" ] "a" [ "" ] "a" [ "" ] "a" [ "" ] "" ] ]"#,
+            ),
+            (
+                r#"b*^||"#,
+                r#"baaaaa"#,
+                r#"[ null [ "" [ ] "b" [ ] "a" [ ] "a" [ ] "a" [ ] "a" [ ] "a" [ ] "" ] ]"#,
+            ),
+            (
+                r#".||[^a]+"#,
+                r#"cbacaaaab"#,
+                r#"[ null [ "" [ ] "" [ ] "" [ ] "" [ ] "" [ ] "" [ ] "" [ ] "" [ ] "" [ ] "" ] ]"#,
+            ),
+            (r#"a+|^b+(|$.)"#, r#"c"#, r#"[ null [ "c" ] ]"#),
+            (
+                r#"|c{0,}|c"#,
+                r#"aacabaab"#,
+                r#"[ null [ "" [ ] "a" [ ] "a" [ ] "" [ ] "a" [ ] "b" [ ] "a" [ ] "a" [ ] "b" [ ] "" ] ]"#,
+            ),
+            (
+                r#"|.{2}b{1,2}[^a]|a*"#,
+                r#"bbbcbabba"#,
+                r#"[ null [ "" [ ] "" [ ] "" [ ] "" [ ] "" ] ]"#,
+            ),
+            (
+                r#"(((cb|ac?)||b)()a){0,1}c[ab]"#,
+                r#"acbcccabcb"#,
+                r#"[ null [ "" [ "a" "" null "" ] "cc" [ null null null null ] "b" [ null null null null ] "" ] ]"#,
+            ),
+            (
+                r#"b|"#,
+                r#"abacaa"#,
+                r#"[ null [ "" [ ] "a" [ ] "" [ ] "a" [ ] "c" [ ] "a" [ ] "a" [ ] "" ] ]"#,
+            ),
+            (
+                r#"[^a]+(b{2})|."#,
+                r#"abccbaabac"#,
+                r#"[ null [ "" [ null ] "" [ null ] "" [ null ] "" [ null ] "" [ null ] "" [ null ] "" [ null ] "" [ null ] "" [ null ] "" [ null ] "" ] ]"#,
+            ),
+            (
+                r#"a(){0,1}^|c{1,2}a"#,
+                r#"acaabcb"#,
+                r#"[ null [ "a" [ null ] "abcb" ] ]"#,
+            ),
+            (
+                r#"a*[b-c]{0,1}(b|)"#,
+                r#"accabacb"#,
+                r#"[ null [ "" [ "" ] "" [ "" ] "" [ "" ] "" [ "b" ] "" [ "" ] "" ] ]"#,
+            ),
+            (
+                r#"|a(.{0,})|b?"#,
+                r#""#,
+                r#"[ [ null ] [ "" [ null ] "" ] ]"#,
+            ),
+            (
+                r#"|b{0,}$c{0,1}|"#,
+                r#"baa"#,
+                r#"[ null [ "" [ ] "b" [ ] "a" [ ] "a" [ ] "" ] ]"#,
+            ),
+            (
+                r#"bb+[^a]{2}|[^a]*(){0,1}"#,
+                r#""#,
+                r#"[ [ "" ] [ "" [ "" ] "" ] ]"#,
+            ),
+            (
+                r#"ab||$"#,
+                r#"caabbbbb"#,
+                r#"[ null [ "" [ ] "c" [ ] "a" [ ] "" [ ] "b" [ ] "b" [ ] "b" [ ] "b" [ ] "" ] ]"#,
+            ),
+            (
+                r#".c{2}b{0,1}|a*([ab]c{0,}[^a]|a)a?"#,
+                r#"aaabbaaa"#,
+                r#"[ null [ "" [ "bb" ] "" [ "a" ] "" ] ]"#,
+            ),
+            (r#"b{0,}a{1,2}|b*a"#, r#"b"#, r#"[ null [ "b" ] ]"#),
+            (
+                r#"(.([^a]{2}(a|))*|c)+."#,
+                r#"bcbbcaabca"#,
+                r#"[ [ "abc" "bc" "" ] [ "" [ "abc" "bc" "" ] "" ] ]"#,
+            ),
+            (
+                r#"ab|([b-c]b?|(bb)?)?([ab]{2}|)a?"#,
+                r#"cbca"#,
+                r#"[ null [ "" [ "cb" null "" ] "" [ "c" null "" ] "" [ "" null "" ] "" ] ]"#,
+            ),
+            (
+                r#"([ab]b{0,1})[b-c]?||"#,
+                r#"caccbabbca"#,
+                r#"[ null [ "" [ null ] "c" [ "a" ] "" [ null ] "c" [ "b" ] "" [ "ab" ] "" [ null ] "c" [ "a" ] "" [ null ] "" ] ]"#,
+            ),
+            (
+                r#"cb|^"#,
+                r#"bbcbcbb"#,
+                r#"[ null [ "" [ ] "bb" [ ] "" [ ] "b" ] ]"#,
+            ),
+            (
+                r#"b(b*$a{1,2})?|"#,
+                r#"babccbcc"#,
+                r#"[ null [ "" [ null ] "" [ null ] "a" [ null ] "" [ null ] "c" [ null ] "c" [ null ] "" [ null ] "c" [ null ] "c" [ null ] "" ] ]"#,
+            ),
+            (
+                r#"[^a](((a*ac{0,}){1,2}a?){2}.[ab]{0,1})*"#,
+                r#"cacbbba"#,
+                r#"[ null [ "" [ null null null ] "a" [ null null null ] "" [ null null null ] "" [ null null null ] "" [ null null null ] "a" ] ]"#,
+            ),
+            (
+                r#"[^a]()*"#,
+                r#"abbccbc"#,
+                r#"[ null [ "a" [ "" ] "" [ "" ] "" [ "" ] "" [ "" ] "" [ "" ] "" [ "" ] "" ] ]"#,
+            ),
+            (r#"(b)[b-c](c?()*b*)"#, r#"aac"#, r#"[ null [ "aac" ] ]"#),
+            (
+                r#"[b-c]()*c"#,
+                r#"aabbcaaca"#,
+                r#"[ null [ "aab" [ "" ] "aaca" ] ]"#,
+            ),
+            (
+                r#"b*[ab]{0,}(a^)+"#,
+                r#"aaccbbaaba"#,
+                r#"[ null [ "aaccbbaaba" ] ]"#,
+            ),
+            (
+                r#"[^a]?(ac{1,2})*b{0,1}"#,
+                r#"aaccbbbaa"#,
+                r#"[ null [ "" [ null ] "a" [ "acc" ] "" [ null ] "" [ null ] "a" [ null ] "a" [ null ] "" ] ]"#,
+            ),
+            (
+                r#"a(a{1,2}b{0,})*"#,
+                r#"accabc"#,
+                r#"[ null [ "" [ null ] "cc" [ null ] "bc" ] ]"#,
+            ),
+        ];
+        for (p, s, want) in cases {
+            let e =
+                format!("[ (builtins.match \"{p}\" \"{s}\") (builtins.split \"{p}\" \"{s}\") ]");
+            assert_eq!(ev(&e), *want, "{e}");
         }
     }
 }

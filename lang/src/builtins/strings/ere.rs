@@ -298,7 +298,12 @@ struct Parser<'a> {
     p: &'a [u8],
     i: usize,
     groups: usize,
+    depth: usize,
 }
+
+/// Deepest group nesting accepted (the parser and the passes over the tree
+/// recurse once per level).
+const MAX_NESTING: usize = 500;
 
 /// Parses an extended regular expression; returns its syntax tree and the
 /// number of capturing groups.
@@ -307,6 +312,7 @@ pub(crate) fn parse(pat: &[u8]) -> Result<(Node, usize), RegexError> {
         p: pat,
         i: 0,
         groups: 0,
+        depth: 0,
     };
     let n = p.disjunction()?;
     if p.i != pat.len() {
@@ -380,7 +386,12 @@ impl Parser<'_> {
             b'(' => {
                 self.groups += 1;
                 let idx = self.groups;
+                self.depth += 1;
+                if self.depth > MAX_NESTING {
+                    return Err(RegexError::TooBig);
+                }
                 let inner = self.disjunction()?;
+                self.depth -= 1;
                 if self.peek() != Some(b')') {
                     return Err(RegexError::Invalid);
                 }
@@ -1116,6 +1127,15 @@ impl Regex {
                 // match at the same place.
                 return None;
             }
+            if self.ngroups == 0 {
+                // Without groups the faster `find` suffices.
+                let m = re.find_at(hay, start)?;
+                return Some(Found {
+                    start: m.start(),
+                    end: m.end(),
+                    groups: Vec::new(),
+                });
+            }
             let mut locs = re.capture_locations();
             let m = re.captures_read_at(&mut locs, hay, start)?;
             return Some(Found {
@@ -1180,7 +1200,7 @@ pub(crate) fn compile(pat: &str) -> Result<Rc<Regex>, RegexError> {
     if let Some(r) = CACHE.with(|c| c.borrow().get(pat).cloned()) {
         return r;
     }
-    let r = Regex::new(pat).map(Rc::new);
+    let r = stacker::maybe_grow(256 * 1024, 4 * 1024 * 1024, || Regex::new(pat)).map(Rc::new);
     CACHE.with(|c| {
         let mut c = c.borrow_mut();
         if c.len() >= 4096 {
@@ -1268,6 +1288,15 @@ mod tests {
             assert_eq!(translate(pat), Err(RegexError::Invalid), "pattern {pat:?}");
         }
         assert_eq!(translate("a{99999999999}"), Err(RegexError::TooBig));
+        let deep = format!("{}a{}", "(".repeat(600), ")".repeat(600));
+        assert_eq!(translate(&deep), Err(RegexError::TooBig));
+        let ok = format!("{}a{}", "(".repeat(300), ")".repeat(300));
+        assert_eq!(
+            compile(&ok)
+                .map(|r| r.match_full(b"a").map(|g| g.len()))
+                .ok(),
+            Some(Some(300))
+        );
         assert!(matches!(
             Regex::new("(a{1000}){1000}"),
             Err(RegexError::TooBig)
