@@ -12,6 +12,12 @@
 
 mod cmd;
 
+/// The evaluator allocates many small, short-lived objects from a worker
+/// thread; glibc's per-thread arenas grow through `mprotect` one step at a time,
+/// which cost a quarter of evaluation time. mimalloc does not.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]

@@ -11,6 +11,7 @@
 use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use rocmx_store::{ContentAddress, Hash, HashAlgo, IngestionMethod, StorePath, STORE_DIR};
 
@@ -65,6 +66,9 @@ fn store_err(e: impl std::fmt::Display) -> Box<EvalError> {
 pub struct MemStore {
     /// Store path (absolute) → where its content is readable.
     objects: RefCell<HashMap<String, PathBuf>>,
+    /// Texts not yet needed on disk (most `.drv` files never are): written to
+    /// the temporary directory the first time something reads them.
+    pending: RefCell<HashMap<String, Rc<str>>>,
     texts: RefCell<Option<tempfile::TempDir>>,
 }
 
@@ -78,6 +82,7 @@ impl MemStore {
     pub fn new() -> MemStore {
         MemStore {
             objects: RefCell::new(HashMap::new()),
+            pending: RefCell::new(HashMap::new()),
             texts: RefCell::new(None),
         }
     }
@@ -205,9 +210,10 @@ impl EvalStore for MemStore {
         let sp = StorePath::from_ca(name, &ca).map_err(store_err)?;
         let abs = sp.to_absolute();
         if !self.objects.borrow().contains_key(&abs) {
-            let file = self.text_dir()?.join(sp.base_name());
-            std::fs::write(&file, text).map_err(store_err)?;
-            self.objects.borrow_mut().insert(abs.clone(), file);
+            self.pending
+                .borrow_mut()
+                .entry(abs.clone())
+                .or_insert_with(|| text.into());
         }
         Ok(abs)
     }
@@ -219,8 +225,15 @@ impl EvalStore for MemStore {
             Some((b, s)) => (b, Some(s)),
             None => (rest, None),
         };
+        let key = format!("{STORE_DIR}/{base}");
+        let pending = self.pending.borrow_mut().remove(&key);
+        if let Some(text) = pending {
+            let file = self.text_dir().ok()?.join(base);
+            std::fs::write(&file, text.as_bytes()).ok()?;
+            self.objects.borrow_mut().insert(key.clone(), file);
+        }
         let objects = self.objects.borrow();
-        let root = objects.get(&format!("{STORE_DIR}/{base}"))?;
+        let root = objects.get(&key)?;
         Some(match sub {
             Some(sub) => root.join(sub),
             None => root.clone(),

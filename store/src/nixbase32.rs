@@ -68,8 +68,22 @@ pub fn encode(bytes: &[u8]) -> String {
 
 /// The digit value of a nix32 character, or `None` outside the alphabet.
 fn digit_of(c: u8) -> Option<u8> {
-    ALPHABET.iter().position(|&a| a == c).map(|p| p as u8)
+    match DIGITS[c as usize] {
+        0xff => None,
+        d => Some(d),
+    }
 }
+
+/// The value of each byte as a nix32 digit, `0xff` for bytes outside the alphabet.
+const DIGITS: [u8; 256] = {
+    let mut t = [0xffu8; 256];
+    let mut i = 0;
+    while i < ALPHABET.len() {
+        t[ALPHABET[i] as usize] = i as u8;
+        i += 1;
+    }
+    t
+};
 
 /// Decodes a nix32 string into exactly `size` bytes, strictly: the length must be
 /// [`encoded_len`]`(size)` and no bit beyond `size` bytes may be set.

@@ -9,6 +9,7 @@ mod attrs;
 mod context;
 mod core;
 mod derivation;
+mod flakeref;
 mod fs;
 mod json;
 mod lists;
@@ -47,7 +48,7 @@ const PLAIN_GLOBALS: &[&str] = &[
 ];
 
 /// Every primop table.
-fn tables() -> [&'static [PrimOp]; 10] {
+fn tables() -> [&'static [PrimOp]; 11] {
     [
         core::BUILTINS,
         attrs::BUILTINS,
@@ -59,6 +60,7 @@ fn tables() -> [&'static [PrimOp]; 10] {
         json::BUILTINS,
         fs::BUILTINS,
         derivation::BUILTINS,
+        flakeref::BUILTINS,
     ]
 }
 

@@ -1076,4 +1076,53 @@ mod tests {
             assert_eq!(ev(&e), *want, "{e}");
         }
     }
+    /// Bracket expressions and escapes against Nix 2.8 (source-level Nix
+    /// strings; `INVALID`: rejected as an invalid regular expression).
+    #[test]
+    fn regex_bracket_vectors() {
+        let cases: &[(&str, &str, &str)] = &[
+            (
+                r#"[^z-]*"#,
+                r#"-\a"#,
+                r#"[ null [ "" [ ] "-" [ ] "" [ ] "" ] ]"#,
+            ),
+            (r#"[|[:digit:]*^]"#, r#""#, r#"[ null [ "" ] ]"#),
+            (r#"[^?]az-]*"#, r#"."#, r#"[ null [ "." ] ]"#),
+            (r#"\\[.a.]b^]*"#, r#"\z["#, r#"[ null [ "z[" ] ]"#),
+            (r#"[^:)]"#, r#"=["#, r#"[ null [ "" [ ] "" [ ] "" ] ]"#),
+            (r#"[^=[:alpha:]]"#, r#"."#, r#"[ [ ] [ "" [ ] "" ] ]"#),
+            (r#"[*[]b"#, r#"]["#, r#"[ null [ "][" ] ]"#),
+            (r#"-}]"#, r#"\]"#, r#"[ null [ "]" ] ]"#),
+            (r#"[][]*"#, r#"b"#, r#"[ null [ "" [ ] "b" [ ] "" ] ]"#),
+            (r#"[^[.a.][]b"#, r#"\.^"#, r#"[ null [ ".^" ] ]"#),
+            (
+                r#"[^^-}*[.a.]]*"#,
+                r#"="#,
+                r#"[ [ ] [ "" [ ] "" [ ] "" ] ]"#,
+            ),
+            (r#"[}]*"#, r#"\-"#, r#"[ null [ "" [ ] "-" [ ] "" ] ]"#),
+            (r#"\\-:|:]b"#, r#""#, r#"INVALID"#),
+            (r#"\\){[=b=].["#, r#"=-"#, r#"INVALID"#),
+            (r#"[^:[.a.]zz."#, r#""#, r#"INVALID"#),
+            (r#"a.b{-]*"#, r#"a"#, r#"INVALID"#),
+            (r#"[^.*.[:digit:]"#, r#"a."#, r#"INVALID"#),
+            (r#"\\b[.a.]]b"#, r#"-"#, r#"INVALID"#),
+            (r#"\\{.([:alpha:]="#, r#"aab"#, r#"INVALID"#),
+            (r#"[^[=[.a.]-z"#, r#""#, r#"INVALID"#),
+            (r#"a[.a.][.a.])=\\"#, r#""#, r#"INVALID"#),
+            (r#"a{)[:alpha:]a["#, r#"b"#, r#"INVALID"#),
+            (r#"\\:]b"#, r#"^\z"#, r#"INVALID"#),
+            (r#"?[[-]b"#, r#":^z"#, r#"INVALID"#),
+        ];
+        for (p, s, want) in cases {
+            let e =
+                format!("[ (builtins.match \"{p}\" \"{s}\") (builtins.split \"{p}\" \"{s}\") ]");
+            let got = match test_eval(&e) {
+                Ok(v) => v,
+                Err(err) if err.contains("invalid regular expression") => "INVALID".to_string(),
+                Err(err) => panic!("{e}: {err}"),
+            };
+            assert_eq!(got, *want, "{e}");
+        }
+    }
 }

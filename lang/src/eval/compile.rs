@@ -204,11 +204,21 @@ impl<'a> Compiler<'a> {
                 }
             }
             ExprKind::Lambda { param, body } => Ir::Lambda(self.compile_lambda(param, body, pos)?),
-            ExprKind::Apply { func, arg } => Ir::Apply {
-                func: self.compile(func)?,
-                arg: self.compile(arg)?,
-                pos,
-            },
+            ExprKind::Apply { .. } => {
+                // Flatten the spine `((f a) b) c` into `f [a, b, c]`.
+                let mut spine = Vec::new();
+                let mut head = e;
+                while let ExprKind::Apply { func, arg } = &head.kind {
+                    spine.push(&**arg);
+                    head = func;
+                }
+                let func = self.compile(head)?;
+                let mut args = Vec::with_capacity(spine.len());
+                for a in spine.into_iter().rev() {
+                    args.push(self.compile(a)?);
+                }
+                Ir::Call { func, args, pos }
+            }
             ExprKind::Select {
                 expr,
                 path,

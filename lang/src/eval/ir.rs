@@ -162,6 +162,13 @@ pub enum Ir {
         arg: Rc<Ir>,
         pos: Pos,
     },
+    /// `f a b c`: an application spine, flattened so curried functions and
+    /// builtins are entered without intermediate closures.
+    Call {
+        func: Rc<Ir>,
+        args: Vec<Rc<Ir>>,
+        pos: Pos,
+    },
     Select {
         expr: Rc<Ir>,
         path: Vec<IrAttrName>,

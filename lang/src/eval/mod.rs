@@ -24,8 +24,11 @@ use crate::value::{Attrs, Closure, NixString, PrimOpApp, Sym, Thunk, ThunkState,
 use compile::{Compiler, Lints};
 use ir::*;
 
-/// Stack headroom kept free before growing onto a new heap segment.
-const RED_ZONE: usize = 256 * 1024;
+/// Stack headroom kept free before growing onto a new heap segment. It must
+/// hold [`GROW_EVERY`] levels of calls and thunk forcings.
+const RED_ZONE: usize = 1024 * 1024;
+/// The stack is checked every this many nested calls/forcings, not at each one.
+const GROW_EVERY: u32 = 16;
 /// Size of each new stack segment.
 const STACK_CHUNK: usize = 8 * 1024 * 1024;
 
@@ -68,6 +71,8 @@ pub struct Evaluator {
     global_names: HashMap<Sym, u32>,
     import_cache: HashMap<PathBuf, Value>,
     call_depth: usize,
+    /// Nesting of calls and thunk forcings, to pace stack checks.
+    nest: u32,
     /// Messages from `trace`/`warn` and lint warnings, already formatted; the CLI
     /// prints them as they arrive.
     pub on_trace: Box<dyn FnMut(&str)>,
@@ -83,6 +88,7 @@ impl Evaluator {
             global_names: HashMap::new(),
             import_cache: HashMap::new(),
             call_depth: 0,
+            nest: 0,
             on_trace: Box::new(|m| eprintln!("{m}")),
         };
         let (names, values) = crate::builtins::globals(&mut ev);
@@ -215,6 +221,30 @@ impl Evaluator {
         }
     }
 
+    /// Like [`Self::force`], consuming the value (no clone when it is forced).
+    #[inline]
+    pub fn force_owned(&mut self, v: Value) -> EResult<Value> {
+        match v {
+            Value::Thunk(t) => self.force_thunk(&t),
+            v => Ok(v),
+        }
+    }
+
+    /// Runs `f` one level deeper, growing the native stack onto the heap when
+    /// little is left (checked every [`GROW_EVERY`] levels: the check costs more
+    /// than the level).
+    #[inline]
+    fn nested<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
+        self.nest += 1;
+        let r = if self.nest % GROW_EVERY == 0 {
+            stacker::maybe_grow(RED_ZONE, STACK_CHUNK, || f(self))
+        } else {
+            f(self)
+        };
+        self.nest -= 1;
+        r
+    }
+
     pub fn force_thunk(&mut self, t: &Thunk) -> EResult<Value> {
         let state = {
             let mut b = t.0.borrow_mut();
@@ -223,10 +253,10 @@ impl Evaluator {
             }
             std::mem::replace(&mut *b, ThunkState::Blackhole)
         };
-        let result = stacker::maybe_grow(RED_ZONE, STACK_CHUNK, || match &state {
-            ThunkState::Suspended(ir, env) => self.eval(ir, env),
-            ThunkState::Apply(f, a) => self.call(f, a.clone()),
-            ThunkState::Native(f) => f(self).and_then(|v| self.force(&v)),
+        let result = self.nested(|ev| match &state {
+            ThunkState::Suspended(ir, env) => ev.eval(ir, env),
+            ThunkState::Apply(f, a) => ev.call(f, a.clone()),
+            ThunkState::Native(f) => f(ev).and_then(|v| ev.force_owned(v)),
             ThunkState::Blackhole => Err(EvalError::new(
                 ErrorKind::InfiniteRecursion,
                 "infinite recursion encountered",
@@ -287,8 +317,13 @@ impl Evaluator {
 
     // ---- evaluation --------------------------------------------------------
 
+    /// Evaluates `ir` in `env` to weak head normal form. Native recursion is
+    /// bounded here by the expression's nesting (the parser caps it); the
+    /// unbounded kinds, calls and thunks, grow the stack in [`Self::enter`] and
+    /// [`Self::force_thunk`].
+    #[inline]
     pub fn eval(&mut self, ir: &Ir, env: &Env) -> EResult<Value> {
-        stacker::maybe_grow(RED_ZONE, STACK_CHUNK, || self.eval_inner(ir, env))
+        self.eval_inner(ir, env)
     }
 
     fn eval_inner(&mut self, ir: &Ir, env: &Env) -> EResult<Value> {
@@ -296,11 +331,11 @@ impl Evaluator {
             Ir::Const(v) => Ok(v.clone()),
             Ir::Var { up, idx, pos } => {
                 let v = env.ancestor(*up).get(*idx);
-                self.force(&v).at_pos(*pos)
+                self.force_owned(v).at_pos(*pos)
             }
             Ir::WithVar { name, pos } => {
                 let v = self.lookup_with(name, env, *pos)?;
-                self.force(&v)
+                self.force_owned(v)
             }
             Ir::Str { parts, pos } => self.eval_interp(parts, env, *pos),
             Ir::Path { parts, pos } => self.eval_path_interp(parts, env, *pos),
@@ -321,6 +356,10 @@ impl Evaluator {
                 let f = self.eval(func, env)?;
                 let a = self.delay(arg, env);
                 self.call_at(&f, a, *pos)
+            }
+            Ir::Call { func, args, pos } => {
+                let f = self.eval(func, env)?;
+                self.apply_spine(f, args, env, *pos)
             }
             Ir::Select {
                 expr,
@@ -579,8 +618,95 @@ impl Evaluator {
         self.call(f, arg).at_pos(pos)
     }
 
+    /// Applies `f` to the arguments of a call spine. A curried lambda chain
+    /// (`a: b: …`) gets its scopes built directly, and a builtin gets all its
+    /// arguments at once, so neither allocates intermediate closures.
+    fn apply_spine(
+        &mut self,
+        mut f: Value,
+        args: &[Rc<Ir>],
+        env: &Env,
+        pos: Pos,
+    ) -> EResult<Value> {
+        let mut i = 0;
+        while i < args.len() {
+            match &f {
+                Value::Lambda(c) if matches!(c.def.param, IrParam::Ident(_)) => {
+                    let a = self.delay(&args[i], env);
+                    i += 1;
+                    let mut def = c.def.clone();
+                    let mut scope = Env::new(Some(&c.env), smallvec::smallvec![a]);
+                    while i < args.len() {
+                        let next = match &*def.body {
+                            Ir::Lambda(d) if matches!(d.param, IrParam::Ident(_)) => d.clone(),
+                            _ => break,
+                        };
+                        let a = self.delay(&args[i], env);
+                        i += 1;
+                        scope = Env::new(Some(&scope), smallvec::smallvec![a]);
+                        def = next;
+                    }
+                    f = self.enter(&def, &scope).at_pos(pos)?;
+                }
+                Value::PrimOp(app) if app.args.len() + (args.len() - i) >= app.op.arity => {
+                    let need = app.op.arity - app.args.len();
+                    let mut v = Vec::with_capacity(app.op.arity);
+                    v.extend(app.args.iter().cloned());
+                    for a in &args[i..i + need] {
+                        v.push(self.delay(a, env));
+                    }
+                    i += need;
+                    f = self.call_primop(app.op, v).at_pos(pos)?;
+                }
+                _ => {
+                    let a = self.delay(&args[i], env);
+                    i += 1;
+                    f = self.call_at(&f, a, pos)?;
+                }
+            }
+        }
+        Ok(f)
+    }
+
+    /// Runs a builtin on its full argument list and forces the result.
+    fn call_primop(
+        &mut self,
+        op: &'static crate::value::PrimOp,
+        args: Vec<Value>,
+    ) -> EResult<Value> {
+        let r = (op.f)(self, args)
+            .frame(None, || format!("while calling the '{}' builtin", op.name))?;
+        self.force(&r)
+    }
+
+    /// Evaluates a lambda's body in its argument scope: counts the call depth,
+    /// grows the native stack when needed, and adds the "while calling" frame.
+    fn enter(&mut self, def: &Rc<LambdaDef>, scope: &Env) -> EResult<Value> {
+        self.call_depth += 1;
+        if self.call_depth > self.settings.max_call_depth {
+            self.call_depth -= 1;
+            return Err(EvalError::at(
+                ErrorKind::CallDepth,
+                format!(
+                    "stack overflow; max-call-depth exceeded ({}); raise it with --max-call-depth",
+                    self.settings.max_call_depth
+                ),
+                def.pos,
+            ));
+        }
+        let r = self.nested(|ev| ev.eval(&def.body, scope));
+        self.call_depth -= 1;
+        r.frame(Some(def.pos), || match &*def.name.borrow() {
+            Some(n) => format!("while calling '{n}'"),
+            None => "while calling anonymous lambda".to_string(),
+        })
+    }
+
     /// Applies a function value to one argument and forces the result.
     pub fn call(&mut self, f: &Value, arg: Value) -> EResult<Value> {
+        if let Value::Lambda(c) = f {
+            return self.call_lambda(c, arg);
+        }
         let f = self.force(f)?;
         match &f {
             Value::Lambda(c) => self.call_lambda(c, arg),
@@ -589,10 +715,7 @@ impl Evaluator {
                 args.extend(app.args.iter().cloned());
                 args.push(arg);
                 if args.len() == app.op.arity {
-                    let op = app.op;
-                    let r = (op.f)(self, args)
-                        .frame(None, || format!("while calling the '{}' builtin", op.name))?;
-                    self.force(&r)
+                    self.call_primop(app.op, args)
                 } else {
                     Ok(Value::PrimOp(Rc::new(PrimOpApp { op: app.op, args })))
                 }
@@ -622,33 +745,16 @@ impl Evaluator {
     }
 
     fn call_lambda(&mut self, c: &Rc<Closure>, arg: Value) -> EResult<Value> {
-        self.call_depth += 1;
-        if self.call_depth > self.settings.max_call_depth {
-            self.call_depth -= 1;
-            return Err(EvalError::at(
-                ErrorKind::CallDepth,
-                format!(
-                    "stack overflow; max-call-depth exceeded ({}); raise it with --max-call-depth",
-                    self.settings.max_call_depth
-                ),
-                c.def.pos,
-            ));
-        }
-        let r = self.call_lambda_inner(c, arg);
-        self.call_depth -= 1;
-        r.frame(Some(c.def.pos), || match &*c.def.name.borrow() {
-            Some(n) => format!("while calling '{n}'"),
-            None => "while calling anonymous lambda".to_string(),
-        })
+        let scope = self.bind_args(c, arg)?;
+        self.enter(&c.def, &scope)
     }
 
-    fn call_lambda_inner(&mut self, c: &Rc<Closure>, arg: Value) -> EResult<Value> {
+    /// Builds the scope a lambda's body runs in: the argument, or the formals
+    /// matched against the argument set (with defaults and `@`).
+    fn bind_args(&mut self, c: &Rc<Closure>, arg: Value) -> EResult<Env> {
         let def = &c.def;
         match &def.param {
-            IrParam::Ident(_) => {
-                let env = Env::new(Some(&c.env), smallvec::smallvec![arg]);
-                self.eval(&def.body, &env)
-            }
+            IrParam::Ident(_) => Ok(Env::new(Some(&c.env), smallvec::smallvec![arg])),
             IrParam::Formals {
                 formals,
                 ellipsis,
@@ -710,7 +816,7 @@ impl Evaluator {
                 if at.is_some() {
                     env.push(forced.clone());
                 }
-                self.eval(&def.body, &env)
+                Ok(env)
             }
         }
     }

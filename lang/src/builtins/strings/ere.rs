@@ -907,6 +907,9 @@ impl Nfa {
 
 type Span = Option<(usize, usize)>;
 
+/// A group's capture while executing: (start, end, matched).
+type Sub = (usize, usize, bool);
+
 struct Exec<'a> {
     nfa: &'a Nfa,
     hay: &'a [u8],
@@ -914,8 +917,8 @@ struct Exec<'a> {
     exact: bool,
     not_null: bool,
     /// Per group: (start, end, matched); index 0 unused.
-    cur: Vec<(usize, usize, bool)>,
-    best: Option<(usize, Vec<(usize, usize, bool)>)>,
+    cur: Vec<Sub>,
+    best: Option<(usize, Vec<Sub>)>,
     has_sol: bool,
     /// Per state: (position, entries) for repeats, to stop empty loops.
     rep: Vec<(usize, u8)>,
