@@ -135,12 +135,15 @@ fn function_args(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let f = ev.force(&a[0])?;
     match &f {
         Value::Lambda(c) => match &c.def.param {
-            crate::eval::ir::IrParam::Formals { formals, .. } => Ok(mk_attrs(
+            crate::eval::ir::IrParam::Formals {
+                formals, positions, ..
+            } => Ok(Value::attrs(crate::value::Attrs::from_unsorted_pos(
                 formals
                     .iter()
-                    .map(|(n, d)| (n.as_str(), Value::Bool(d.is_some())))
+                    .zip(positions)
+                    .map(|((n, d), p)| (n.clone(), Value::Bool(d.is_some()), *p))
                     .collect(),
-            )),
+            ))),
             _ => Ok(mk_attrs(vec![])),
         },
         Value::PrimOp(_) => Ok(mk_attrs(vec![])),
@@ -239,11 +242,40 @@ fn find_file(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
             )));
         }
     }
+    if let Some(text) = corepkg(&name) {
+        let file = name.rsplit('/').next().unwrap_or("corepkg.nix");
+        let p = ev.store.add_text(file, text, &Default::default())?;
+        return Ok(Value::Path(std::rc::Rc::new(PathBuf::from(p))));
+    }
     // Thrown, so `tryEval <x>` can catch it as in Nix.
     Err(EvalError::new(
         ErrorKind::Throw,
         format!("file '{name}' was not found in the Nix search path (add it using $NIX_PATH, $ROCMX_PATH or -I)"),
     ))
+}
+
+/// Files reachable as `<nix/…>` when no search path entry provides them, as
+/// Nix's built-in "corepkgs" are. `fetchurl.nix` makes a fixed-output
+/// derivation that the built-in `builtin:fetchurl` builder realises.
+fn corepkg(name: &str) -> Option<&'static str> {
+    match name {
+        "nix/fetchurl.nix" => Some(
+            r#"{ url, sha256 ? "", hash ? "", name ? baseNameOf (toString url),
+  executable ? false, unpack ? false,
+  outputHashMode ? if unpack || executable then "recursive" else "flat" }:
+derivation {
+  inherit name url executable unpack outputHashMode;
+  builder = "builtin:fetchurl";
+  system = "builtin";
+  outputHash = if hash != "" then hash else sha256;
+  outputHashAlgo = if hash != "" then "" else "sha256";
+  urls = [ url ];
+  preferLocalBuild = true;
+}
+"#,
+        ),
+        _ => None,
+    }
 }
 
 fn get_env(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
@@ -268,10 +300,25 @@ fn placeholder(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     Ok(Value::str(output_placeholder(name.as_str())))
 }
 
+/// `unsafeGetAttrPos name set`: `{ file, line, column }` of where `name` was
+/// defined, or null when unknown (made by a builtin) or absent.
 fn unsafe_get_attr_pos(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
-    ev.expect_string(&a[0])?;
-    ev.expect_attrs(&a[1])?;
-    Ok(Value::Null)
+    let name = ev.expect_string(&a[0])?;
+    let set = ev.expect_attrs(&a[1])?;
+    let Some(pos) = set.get_pos(name.as_str()) else {
+        return Ok(Value::Null);
+    };
+    let (line, column) = ev.sources.line_col(pos.file, pos.span.start);
+    let file = ev
+        .sources
+        .file(pos.file)
+        .map(|f| f.name.clone())
+        .unwrap_or_default();
+    Ok(mk_attrs(vec![
+        ("column", Value::Int(column as i64)),
+        ("file", Value::str(file)),
+        ("line", Value::Int(line as i64)),
+    ]))
 }
 
 fn break_(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {

@@ -493,6 +493,7 @@ impl<'a> Compiler<'a> {
                         formals: fs,
                         ellipsis: *ellipsis,
                         at: at.as_ref().map(|(a, _)| a.clone()),
+                        positions: formals.iter().map(|f| self.pos(f.span)).collect(),
                     }
                 }
                 (None, Param::Ident(..)) => unreachable!("ident params handled above"),

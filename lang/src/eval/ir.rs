@@ -116,6 +116,8 @@ pub enum IrParam {
         formals: Vec<(Sym, Option<Rc<Ir>>)>,
         ellipsis: bool,
         at: Option<Sym>,
+        /// Where each formal is written, parallel to `formals`.
+        positions: Vec<Pos>,
     },
 }
 

@@ -468,7 +468,7 @@ impl Evaluator {
         } else {
             env.clone()
         };
-        let mut entries: Vec<(Sym, Value)> =
+        let mut entries: Vec<crate::value::attrs::Entry> =
             Vec::with_capacity(def.statics.len() + def.dynamics.len());
         for (i, a) in def.statics.iter().enumerate() {
             let v = if def.needs_env() {
@@ -479,9 +479,9 @@ impl Evaluator {
             if def.rec {
                 scope.set(i as u32, v.clone());
             }
-            entries.push((a.name.clone(), v));
+            entries.push((a.name.clone(), v, a.pos));
         }
-        let mut attrs = Attrs::from_unsorted(entries);
+        let mut attrs = Attrs::from_unsorted_pos(entries);
         for (k, v, pos) in &def.dynamics {
             let key = self.eval(k, &scope)?;
             let key = match key {
@@ -506,7 +506,7 @@ impl Evaluator {
                 ));
             }
             let val = self.delay(v, &scope);
-            attrs.insert(key, val);
+            attrs.insert_pos(key, val, *pos);
         }
         // `rec { __overrides = { … }; }` replaces attributes, in the scope too.
         if def.rec {
@@ -759,6 +759,7 @@ impl Evaluator {
                 formals,
                 ellipsis,
                 at,
+                ..
             } => {
                 let forced = self.force(&arg)?;
                 let Value::Attrs(attrs) = &forced else {

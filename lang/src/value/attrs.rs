@@ -15,6 +15,11 @@ use imbl::shared_ptr::RcK;
 type OrdMap<K, V> = imbl::GenericOrdMap<K, V, RcK>;
 
 use super::{Sym, Value};
+use crate::eval::ir::Pos;
+
+/// One entry: name, value, and where the attribute was defined
+/// (`Pos::default()` when made by a builtin), for `unsafeGetAttrPos`.
+pub type Entry = (Sym, Value, Pos);
 
 /// Sets with at most this many entries use the sorted-vector form.
 pub const SMALL_MAX: usize = 32;
@@ -22,9 +27,9 @@ pub const SMALL_MAX: usize = 32;
 #[derive(Clone)]
 pub enum Attrs {
     /// Sorted by name, no duplicates.
-    Small(Vec<(Sym, Value)>),
+    Small(Vec<Entry>),
     /// Persistent map, used past [`SMALL_MAX`] entries.
-    Large(OrdMap<Sym, Value>),
+    Large(OrdMap<Sym, (Value, Pos)>),
 }
 
 impl Default for Attrs {
@@ -39,26 +44,36 @@ impl Attrs {
     }
 
     /// Builds a set from entries in any order; a later duplicate replaces an earlier one.
-    pub fn from_unsorted(mut v: Vec<(Sym, Value)>) -> Attrs {
+    pub fn from_unsorted(v: Vec<(Sym, Value)>) -> Attrs {
+        Attrs::from_unsorted_pos(v.into_iter().map(|(k, x)| (k, x, Pos::default())).collect())
+    }
+
+    /// Like [`Self::from_unsorted`], with a definition position per entry.
+    pub fn from_unsorted_pos(mut v: Vec<Entry>) -> Attrs {
         // Stable sort keeps insertion order among equal keys; keep the last one.
         v.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut out: Vec<(Sym, Value)> = Vec::with_capacity(v.len());
-        for (k, val) in v {
+        let mut out: Vec<Entry> = Vec::with_capacity(v.len());
+        for e in v {
             match out.last_mut() {
-                Some(last) if last.0 == k => last.1 = val,
-                _ => out.push((k, val)),
+                Some(last) if last.0 == e.0 => *last = e,
+                _ => out.push(e),
             }
         }
-        Attrs::from_sorted(out)
+        Attrs::from_sorted_pos(out)
     }
 
     /// Builds a set from entries already sorted by name without duplicates.
     pub fn from_sorted(v: Vec<(Sym, Value)>) -> Attrs {
+        Attrs::from_sorted_pos(v.into_iter().map(|(k, x)| (k, x, Pos::default())).collect())
+    }
+
+    /// Like [`Self::from_sorted`], with a definition position per entry.
+    pub fn from_sorted_pos(v: Vec<Entry>) -> Attrs {
         debug_assert!(v.windows(2).all(|w| w[0].0 < w[1].0));
         if v.len() <= SMALL_MAX {
             Attrs::Small(v)
         } else {
-            Attrs::Large(v.into_iter().collect())
+            Attrs::Large(v.into_iter().map(|(k, x, p)| (k, (x, p))).collect())
         }
     }
 
@@ -77,15 +92,29 @@ impl Attrs {
         match self {
             Attrs::Small(v) => {
                 if v.len() <= 8 {
-                    v.iter().find(|(n, _)| n.as_str() == k).map(|(_, x)| x)
+                    v.iter()
+                        .find(|(n, _, _)| n.as_str() == k)
+                        .map(|(_, x, _)| x)
                 } else {
-                    v.binary_search_by(|(n, _)| n.as_str().cmp(k))
+                    v.binary_search_by(|(n, _, _)| n.as_str().cmp(k))
                         .ok()
                         .map(|i| &v[i].1)
                 }
             }
-            Attrs::Large(m) => m.get(k),
+            Attrs::Large(m) => m.get(k).map(|(x, _)| x),
         }
+    }
+
+    /// Where attribute `k` was defined, if known.
+    pub fn get_pos(&self, k: &str) -> Option<Pos> {
+        let p = match self {
+            Attrs::Small(v) => v
+                .iter()
+                .find(|(n, _, _)| n.as_str() == k)
+                .map(|(_, _, p)| *p),
+            Attrs::Large(m) => m.get(k).map(|(_, p)| *p),
+        }?;
+        (p != Pos::default()).then_some(p)
     }
 
     pub fn contains(&self, k: &str) -> bool {
@@ -100,6 +129,11 @@ impl Attrs {
         }
     }
 
+    /// Entries with their definition positions, in name order.
+    pub fn iter_pos(&self) -> AttrsPosIter<'_> {
+        AttrsPosIter(self.iter())
+    }
+
     pub fn keys(&self) -> impl Iterator<Item = &Sym> {
         self.iter().map(|(k, _)| k)
     }
@@ -110,19 +144,27 @@ impl Attrs {
 
     /// Inserts or replaces one entry.
     pub fn insert(&mut self, k: Sym, val: Value) {
+        self.insert_pos(k, val, Pos::default())
+    }
+
+    /// Inserts or replaces one entry, recording where it was defined.
+    pub fn insert_pos(&mut self, k: Sym, val: Value, pos: Pos) {
         match self {
-            Attrs::Small(v) => match v.binary_search_by(|(n, _)| n.cmp(&k)) {
-                Ok(i) => v[i].1 = val,
+            Attrs::Small(v) => match v.binary_search_by(|(n, _, _)| n.cmp(&k)) {
+                Ok(i) => v[i] = (k, val, pos),
                 Err(i) => {
-                    v.insert(i, (k, val));
+                    v.insert(i, (k, val, pos));
                     if v.len() > SMALL_MAX {
-                        let m: OrdMap<Sym, Value> = std::mem::take(v).into_iter().collect();
+                        let m: OrdMap<Sym, (Value, Pos)> = std::mem::take(v)
+                            .into_iter()
+                            .map(|(k, x, p)| (k, (x, p)))
+                            .collect();
                         *self = Attrs::Large(m);
                     }
                 }
             },
             Attrs::Large(m) => {
-                m.insert(k, val);
+                m.insert(k, (val, pos));
             }
         }
     }
@@ -130,7 +172,7 @@ impl Attrs {
     pub fn remove(&mut self, k: &str) {
         match self {
             Attrs::Small(v) => {
-                if let Ok(i) = v.binary_search_by(|(n, _)| n.as_str().cmp(k)) {
+                if let Ok(i) = v.binary_search_by(|(n, _, _)| n.as_str().cmp(k)) {
                     v.remove(i);
                 }
             }
@@ -171,28 +213,28 @@ impl Attrs {
                 }
                 out.extend_from_slice(&a[i..]);
                 out.extend_from_slice(&b[j..]);
-                Rc::new(Attrs::from_sorted(out))
+                Rc::new(Attrs::from_sorted_pos(out))
             }
             (Attrs::Large(a), _) if other.len() <= a.len() => {
                 let mut m = a.clone();
-                for (k, v) in other.iter() {
-                    m.insert(k.clone(), v.clone());
+                for (k, v, p) in other.iter_pos() {
+                    m.insert(k.clone(), (v.clone(), p));
                 }
                 Rc::new(Attrs::Large(m))
             }
             (_, Attrs::Large(b)) => {
                 let mut m = b.clone();
-                for (k, v) in self.iter() {
+                for (k, v, p) in self.iter_pos() {
                     if !m.contains_key(k) {
-                        m.insert(k.clone(), v.clone());
+                        m.insert(k.clone(), (v.clone(), p));
                     }
                 }
                 Rc::new(Attrs::Large(m))
             }
             (Attrs::Large(a), _) => {
                 let mut m = a.clone();
-                for (k, v) in other.iter() {
-                    m.insert(k.clone(), v.clone());
+                for (k, v, p) in other.iter_pos() {
+                    m.insert(k.clone(), (v.clone(), p));
                 }
                 Rc::new(Attrs::Large(m))
             }
@@ -206,17 +248,33 @@ impl Attrs {
 }
 
 pub enum AttrsIter<'a> {
-    Small(std::slice::Iter<'a, (Sym, Value)>),
-    Large(imbl::ordmap::Iter<'a, Sym, Value, RcK>),
+    Small(std::slice::Iter<'a, Entry>),
+    Large(imbl::ordmap::Iter<'a, Sym, (Value, Pos), RcK>),
+}
+
+impl<'a> AttrsIter<'a> {
+    fn next_pos(&mut self) -> Option<(&'a Sym, &'a Value, Pos)> {
+        match self {
+            AttrsIter::Small(i) => i.next().map(|(k, v, p)| (k, v, *p)),
+            AttrsIter::Large(i) => i.next().map(|(k, (v, p))| (k, v, *p)),
+        }
+    }
 }
 
 impl<'a> Iterator for AttrsIter<'a> {
     type Item = (&'a Sym, &'a Value);
     fn next(&mut self) -> Option<Self::Item> {
-        match self {
-            AttrsIter::Small(i) => i.next().map(|(k, v)| (k, v)),
-            AttrsIter::Large(i) => i.next(),
-        }
+        self.next_pos().map(|(k, v, _)| (k, v))
+    }
+}
+
+/// Entries with their definition positions, in name order.
+pub struct AttrsPosIter<'a>(AttrsIter<'a>);
+
+impl<'a> Iterator for AttrsPosIter<'a> {
+    type Item = (&'a Sym, &'a Value, Pos);
+    fn next(&mut self) -> Option<Self::Item> {
+        self.0.next_pos()
     }
 }
 

@@ -154,7 +154,7 @@ fn valid_chars(s: &str, ok: impl Fn(u8) -> bool) -> bool {
     let mut i = 0;
     while i < b.len() {
         if b[i] == b'%' {
-            if i + 2 < b.len() + 0 && b[i + 1].is_ascii_hexdigit() && b[i + 2].is_ascii_hexdigit()
+            if i + 2 < b.len() && b[i + 1].is_ascii_hexdigit() && b[i + 2].is_ascii_hexdigit()
             {
                 i += 3;
                 continue;
@@ -514,13 +514,18 @@ pub(crate) fn fix_git_url(url: &str) -> FResult<ParsedUrl> {
     let mut url = url.to_string();
     if !url.starts_with('/') {
         // `([^/]*)@(.*):(.*)`, matched against the whole string.
-        if let Some(at) = url.find('@') {
+        // The user part is the longest slash-free prefix ending before an `@`
+        // that still leaves a `:` after it; the host runs to the last `:`.
+        let no_slash = url.find('/').unwrap_or(url.len());
+        let at = url[..no_slash]
+            .rmatch_indices('@')
+            .map(|(i, _)| i)
+            .find(|&i| url[i + 1..].contains(':'));
+        if let Some(at) = at {
             let user = &url[..at];
             let after = &url[at + 1..];
-            if !user.contains('/') {
-                if let Some(colon) = after.rfind(':') {
-                    url = format!("ssh://{user}@{}/{}", &after[..colon], &after[colon + 1..]);
-                }
+            if let Some(colon) = after.rfind(':') {
+                url = format!("ssh://{user}@{}/{}", &after[..colon], &after[colon + 1..]);
             }
         }
     }

@@ -189,6 +189,7 @@ impl XmlWriter {
                         formals,
                         ellipsis,
                         at,
+                        ..
                     } => {
                         let mut xa: Vec<(&str, &str)> = Vec::new();
                         if let Some(n) = at {
