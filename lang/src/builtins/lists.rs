@@ -106,8 +106,7 @@ fn foldl_strict(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     for x in list.iter() {
         // `call` forces each intermediate result: foldl' is strict in the
         // accumulator, not in the elements.
-        let g = ev.call(&f, acc)?;
-        acc = ev.call(&g, x.clone())?;
+        acc = ev.call2(&f, acc, x.clone())?;
     }
     Ok(acc)
 }
@@ -206,8 +205,7 @@ impl Sorter<'_> {
                 "while evaluating the ordering function passed to builtins.sort".into()
             });
         }
-        let g = self.ev.call(&self.f, x.clone())?;
-        let r = self.ev.call(&g, y.clone())?;
+        let r = self.ev.call2(&self.f, x.clone(), y.clone())?;
         self.ev.expect_bool(&r).frame(None, || {
             "while evaluating the return value of the sorting function passed to builtins.sort"
                 .into()

@@ -618,50 +618,61 @@ impl Evaluator {
         self.call(f, arg).at_pos(pos)
     }
 
-    /// Applies `f` to the arguments of a call spine. A curried lambda chain
-    /// (`a: b: …`) gets its scopes built directly, and a builtin gets all its
-    /// arguments at once, so neither allocates intermediate closures.
-    fn apply_spine(
+    /// Applies `f` to the arguments of a call spine (delayed in `env`).
+    fn apply_spine(&mut self, f: Value, args: &[Rc<Ir>], env: &Env, pos: Pos) -> EResult<Value> {
+        self.apply_args(f, args.len(), |ev, i| ev.delay(&args[i], env), Some(pos))
+    }
+
+    /// Applies `f` to `n` arguments, the `i`-th produced by `arg(self, i)`. A
+    /// curried lambda chain (`a: b: …`) gets its scopes built directly, and a
+    /// builtin gets all its arguments at once, so neither allocates
+    /// intermediate closures or partial applications.
+    fn apply_args(
         &mut self,
         mut f: Value,
-        args: &[Rc<Ir>],
-        env: &Env,
-        pos: Pos,
+        n: usize,
+        mut arg: impl FnMut(&mut Self, usize) -> Value,
+        pos: Option<Pos>,
     ) -> EResult<Value> {
+        let at = |r: EResult<Value>| match pos {
+            Some(p) => r.at_pos(p),
+            None => r,
+        };
         let mut i = 0;
-        while i < args.len() {
+        while i < n {
             match &f {
                 Value::Lambda(c) if matches!(c.def.param, IrParam::Ident(_)) => {
-                    let a = self.delay(&args[i], env);
+                    let a = arg(self, i);
                     i += 1;
                     let mut def = c.def.clone();
                     let mut scope = Env::new(Some(&c.env), smallvec::smallvec![a]);
-                    while i < args.len() {
+                    while i < n {
                         let next = match &*def.body {
                             Ir::Lambda(d) if matches!(d.param, IrParam::Ident(_)) => d.clone(),
                             _ => break,
                         };
-                        let a = self.delay(&args[i], env);
+                        let a = arg(self, i);
                         i += 1;
                         scope = Env::new(Some(&scope), smallvec::smallvec![a]);
                         def = next;
                     }
-                    f = self.enter(&def, &scope).at_pos(pos)?;
+                    f = at(self.enter(&def, &scope))?;
                 }
-                Value::PrimOp(app) if app.args.len() + (args.len() - i) >= app.op.arity => {
+                Value::PrimOp(app) if app.args.len() + (n - i) >= app.op.arity => {
                     let need = app.op.arity - app.args.len();
                     let mut v = Vec::with_capacity(app.op.arity);
                     v.extend(app.args.iter().cloned());
-                    for a in &args[i..i + need] {
-                        v.push(self.delay(a, env));
+                    for k in i..i + need {
+                        v.push(arg(self, k));
                     }
                     i += need;
-                    f = self.call_primop(app.op, v).at_pos(pos)?;
+                    f = at(self.call_primop(app.op, v))?;
                 }
+                Value::Thunk(_) => f = self.force_owned(f)?,
                 _ => {
-                    let a = self.delay(&args[i], env);
+                    let a = arg(self, i);
                     i += 1;
-                    f = self.call_at(&f, a, pos)?;
+                    f = at(self.call(&f, a))?;
                 }
             }
         }
@@ -737,11 +748,21 @@ impl Evaluator {
 
     /// Applies `f` to several arguments in turn.
     pub fn call_n(&mut self, f: &Value, args: impl IntoIterator<Item = Value>) -> EResult<Value> {
-        let mut cur = f.clone();
-        for a in args {
-            cur = self.call(&cur, a)?;
-        }
-        self.force(&cur)
+        let args: smallvec::SmallVec<[Value; 4]> = args.into_iter().collect();
+        let r = self.apply_args(f.clone(), args.len(), |_, i| args[i].clone(), None)?;
+        self.force_owned(r)
+    }
+
+    /// `f a b`, the common shape of callbacks (`sort`, `foldl'`, `mapAttrs`).
+    pub fn call2(&mut self, f: &Value, a: Value, b: Value) -> EResult<Value> {
+        let mut args = [Some(a), Some(b)];
+        let r = self.apply_args(
+            f.clone(),
+            2,
+            |_, i| args[i].take().unwrap_or(Value::Null),
+            None,
+        )?;
+        self.force_owned(r)
     }
 
     fn call_lambda(&mut self, c: &Rc<Closure>, arg: Value) -> EResult<Value> {
@@ -840,6 +861,14 @@ impl Evaluator {
             ),
             Value::Path(p) => format!("a path: {}", p.display()),
             Value::Null => "null".into(),
+            Value::Float(f) => format!("a float: {}", crate::value::print::format_float(*f)),
+            Value::Attrs(_) | Value::List(_) => {
+                let mut s = crate::value::print::print_value(v);
+                if s.chars().count() > 120 {
+                    s = s.chars().take(120).collect::<String>() + " …";
+                }
+                format!("{}: {s}", v.type_().described())
+            }
             other => other.type_().described().to_string(),
         }
     }

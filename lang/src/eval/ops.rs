@@ -170,6 +170,14 @@ impl Evaluator {
                     }
                 }))
             }
+            (Value::Int(_) | Value::Float(_), _) if op == BinaryOp::Add => Err(EvalError::new(
+                ErrorKind::Type,
+                format!(
+                    "cannot add {} to {}",
+                    r.type_().described(),
+                    l.type_().described()
+                ),
+            )),
             _ => {
                 let bad = if matches!(l, Value::Int(_) | Value::Float(_)) {
                     r

@@ -40,11 +40,9 @@ fn parse_algo(s: &str) -> FResult<Algo> {
         "sha1" => Algo::Sha1,
         "sha256" => Algo::Sha256,
         "sha512" => Algo::Sha512,
-        _ => {
-            return Err(FErr::Other(format!(
-                "unknown hash algorithm '{s}', expect 'blake3', 'md5', 'sha1', 'sha256', or 'sha512'"
-            )))
-        }
+        _ => return Err(FErr::Other(format!(
+            "unknown hash algorithm '{s}', expect 'blake3', 'md5', 'sha1', 'sha256', or 'sha512'"
+        ))),
     })
 }
 

@@ -144,9 +144,9 @@ pub(crate) fn is_legal_ref_name(r: &str) -> bool {
     if r.is_empty() || r == "@" || r.contains('\x7f') {
         return false;
     }
-    let bad_char = r.bytes().any(|c| {
-        c < 0x20 || matches!(c, b' ' | b'~' | b'^' | b':' | b'?' | b'*' | b'[' | b'\\')
-    });
+    let bad_char = r
+        .bytes()
+        .any(|c| c < 0x20 || matches!(c, b' ' | b'~' | b'^' | b':' | b'?' | b'*' | b'[' | b'\\'));
     if bad_char || r.contains("..") || r.contains("@{") || r.ends_with('.') {
         return false;
     }
@@ -158,9 +158,7 @@ pub(crate) fn is_legal_ref_name(r: &str) -> bool {
     }
     // A branch or tag name may not start with '-'; a full reference name
     // (several components, or an all-caps one like HEAD) may.
-    !r.starts_with('-')
-        || r.contains('/')
-        || r.bytes().all(|c| c.is_ascii_uppercase() || c == b'_')
+    !r.starts_with('-') || r.contains('/') || r.bytes().all(|c| c.is_ascii_uppercase() || c == b'_')
 }
 
 // ---- schemes --------------------------------------------------------------------
@@ -218,10 +216,6 @@ impl Scheme {
 
     fn from_name(n: &str) -> Option<Scheme> {
         SCHEMES.into_iter().find(|s| s.name() == n)
-    }
-
-    fn is_git_archive(self) -> bool {
-        matches!(self, Scheme::GitHub | Scheme::GitLab | Scheme::SourceHut)
     }
 
     fn allowed_attrs(self) -> &'static [&'static str] {
@@ -385,7 +379,13 @@ impl Scheme {
                 if let Some(r) = maybe_str(attrs, "ref")? {
                     url.query.insert("ref".into(), r.to_string());
                 }
-                for name in ["shallow", "lfs", "submodules", "exportIgnore", "verifyCommit"] {
+                for name in [
+                    "shallow",
+                    "lfs",
+                    "submodules",
+                    "exportIgnore",
+                    "verifyCommit",
+                ] {
                     if maybe_bool(attrs, name)?.unwrap_or(false) {
                         url.query.insert(name.into(), "1".into());
                     }
@@ -491,9 +491,11 @@ fn has_tarball_extension(url: &ParsedUrl) -> bool {
     let Some(last) = url.path.last() else {
         return false;
     };
-    [".zip", ".tar", ".tgz", ".tar.gz", ".tar.xz", ".tar.bz2", ".tar.zst"]
-        .iter()
-        .any(|e| last.ends_with(e))
+    [
+        ".zip", ".tar", ".tgz", ".tar.gz", ".tar.xz", ".tar.bz2", ".tar.zst",
+    ]
+    .iter()
+    .any(|e| last.ends_with(e))
 }
 
 fn parse_u64(s: &str) -> Option<u64> {
@@ -601,7 +603,9 @@ fn git_archive_from_url(scheme: Scheme, url: &ParsedUrl) -> FResult<Option<Attrs
         match name.as_str() {
             "rev" => {
                 if rev.is_some() {
-                    return Err(bad_url(format!("URL '{url}' contains multiple commit hashes")));
+                    return Err(bad_url(format!(
+                        "URL '{url}' contains multiple commit hashes"
+                    )));
                 }
                 rev = Some(hash::parse_any(value, Algo::Sha1)?.git_rev());
             }
@@ -654,7 +658,10 @@ fn git_archive_from_url(scheme: Scheme, url: &ParsedUrl) -> FResult<Option<Attrs
 }
 
 fn hg_from_url(url: &ParsedUrl) -> FResult<Option<Attrs>> {
-    if !matches!(url.scheme.as_str(), "hg+http" | "hg+https" | "hg+ssh" | "hg+file") {
+    if !matches!(
+        url.scheme.as_str(),
+        "hg+http" | "hg+https" | "hg+ssh" | "hg+file"
+    ) {
         return Ok(None);
     }
     let mut url2 = url.clone();
@@ -858,10 +865,21 @@ mod tests {
 
     #[test]
     fn ref_names() {
-        for ok in ["main", "release/23.05", "v1.0", "HEAD", "branch#", "a@b", "refs/heads/x"] {
+        for ok in [
+            "main",
+            "release/23.05",
+            "v1.0",
+            "HEAD",
+            "branch#",
+            "a@b",
+            "refs/heads/x",
+        ] {
             assert!(is_legal_ref_name(ok), "{ok}");
         }
-        for bad in ["", "@", "a..b", "a b", "a:b", "-x", ".x", "a/.x", "x.lock", "a/", "/a", "a//b", "a@{b", "x.", "a\\b", "a~1", "a^", "a?", "a*", "a[b"] {
+        for bad in [
+            "", "@", "a..b", "a b", "a:b", "-x", ".x", "a/.x", "x.lock", "a/", "/a", "a//b",
+            "a@{b", "x.", "a\\b", "a~1", "a^", "a?", "a*", "a[b",
+        ] {
             assert!(!is_legal_ref_name(bad), "{bad}");
         }
     }

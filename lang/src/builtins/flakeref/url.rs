@@ -98,7 +98,11 @@ pub(crate) struct ParsedUrl {
 impl ParsedUrl {
     /// The non-empty path segments.
     pub(crate) fn path_segments(&self) -> Vec<String> {
-        self.path.iter().filter(|s| !s.is_empty()).cloned().collect()
+        self.path
+            .iter()
+            .filter(|s| !s.is_empty())
+            .cloned()
+            .collect()
     }
 }
 
@@ -154,8 +158,7 @@ fn valid_chars(s: &str, ok: impl Fn(u8) -> bool) -> bool {
     let mut i = 0;
     while i < b.len() {
         if b[i] == b'%' {
-            if i + 2 < b.len() && b[i + 1].is_ascii_hexdigit() && b[i + 2].is_ascii_hexdigit()
-            {
+            if i + 2 < b.len() && b[i + 1].is_ascii_hexdigit() && b[i + 2].is_ascii_hexdigit() {
                 i += 3;
                 continue;
             }
@@ -205,7 +208,10 @@ pub(crate) fn percent_decode(s: &str) -> FResult<String> {
     while i < b.len() {
         if b[i] == b'%' {
             let hex = |c: u8| (c as char).to_digit(16);
-            match (b.get(i + 1).copied().and_then(hex), b.get(i + 2).copied().and_then(hex)) {
+            match (
+                b.get(i + 1).copied().and_then(hex),
+                b.get(i + 2).copied().and_then(hex),
+            ) {
                 (Some(h), Some(l)) => {
                     out.push((h * 16 + l) as u8);
                     i += 3;
@@ -221,7 +227,8 @@ pub(crate) fn percent_decode(s: &str) -> FResult<String> {
         out.push(b[i]);
         i += 1;
     }
-    Ok(String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
+    Ok(String::from_utf8(out)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
 }
 
 const ALLOWED_IN_QUERY: &str = ":@/?";
@@ -357,7 +364,9 @@ fn parse_authority(auth: &str, invalid: &dyn Fn() -> FErr) -> FResult<Authority>
         let future = inner.starts_with(['v', 'V']);
         let ok = if future {
             inner.len() > 1
-                && valid_chars(&inner[1..], |b| is_unreserved(b) || is_sub_delim(b) || b == b':')
+                && valid_chars(&inner[1..], |b| {
+                    is_unreserved(b) || is_sub_delim(b) || b == b':'
+                })
         } else {
             let (addr, zone) = match inner.split_once("%25") {
                 Some((a, z)) => (a, Some(z)),
