@@ -27,6 +27,10 @@ use clap::{Parser, Subcommand};
     about = "Builds the ROCm stack from Nix-language descriptions into a content-addressed store"
 )]
 struct Cli {
+    /// Physical root of the store (default: /rocmx when writable, else
+    /// $XDG_DATA_HOME/rocmx). Store paths keep their logical /rocmx/store form.
+    #[arg(long = "store", global = true, env = "ROCMX_STORE", value_name = "DIR")]
+    store: Option<std::path::PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -35,6 +39,14 @@ struct Cli {
 enum Command {
     /// Evaluate an expression or file and print the result (like `nix-instantiate --eval`).
     Eval(cmd::eval::EvalArgs),
+    /// Work with the store: add, dump, restore, ls, cat, gc, delete, verify.
+    Store(cmd::store::StoreArgs),
+    /// Show metadata of store paths: NAR hash and size, references, closure size.
+    PathInfo(cmd::path_info::PathInfoArgs),
+    /// Hash a path (as a NAR) or a file.
+    Hash(cmd::hash::HashArgs),
+    /// Show why a store path depends on another (the chain of references).
+    WhyDepends(cmd::why_depends::WhyDependsArgs),
 }
 
 /// Stack for the thread that does the work. Evaluation grows its own stack on
@@ -48,8 +60,15 @@ fn main() {
     let worker = std::thread::Builder::new()
         .name("rocmx".into())
         .stack_size(WORKER_STACK)
-        .spawn(move || match cli.command {
-            Command::Eval(args) => cmd::eval::run(args),
+        .spawn(move || {
+            let store = cmd::StoreOpt { root: cli.store };
+            match cli.command {
+                Command::Eval(args) => cmd::eval::run(args),
+                Command::Store(args) => cmd::store::run(args, &store),
+                Command::PathInfo(args) => cmd::path_info::run(args, &store),
+                Command::Hash(args) => cmd::hash::run(args),
+                Command::WhyDepends(args) => cmd::why_depends::run(args, &store),
+            }
         });
     let code = match worker.map(|h| h.join()) {
         Ok(Ok(code)) => code,

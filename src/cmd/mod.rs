@@ -2,3 +2,16 @@
 //! library results for the terminal.
 
 pub mod eval;
+pub mod hash;
+pub mod path_info;
+pub mod store;
+pub mod why_depends;
+
+use std::path::PathBuf;
+
+/// The global `--store DIR` / `ROCMX_STORE` option.
+#[derive(Clone, Debug, Default)]
+pub struct StoreOpt {
+    /// The physical root, when given; `None` means the default location.
+    pub root: Option<PathBuf>,
+}
