@@ -470,8 +470,18 @@ impl Evaluator {
         };
         let mut entries: Vec<crate::value::attrs::Entry> =
             Vec::with_capacity(def.statics.len() + def.dynamics.len());
+        let overridable = def.rec && def.statics.iter().any(|a| a.name == "__overrides");
         for (i, a) in def.statics.iter().enumerate() {
-            let v = if def.needs_env() {
+            let v = if overridable {
+                // `__overrides` may replace any slot later: read nothing now.
+                match &*a.value {
+                    Ir::Const(c) => c.clone(),
+                    _ => Value::Thunk(Thunk::new(ThunkState::Suspended(
+                        a.value.clone(),
+                        scope.clone(),
+                    ))),
+                }
+            } else if def.needs_env() {
                 self.delay_in_new_scope(&a.value, &scope)
             } else {
                 self.delay(&a.value, &scope)

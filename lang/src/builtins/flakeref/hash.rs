@@ -40,9 +40,11 @@ fn parse_algo(s: &str) -> FResult<Algo> {
         "sha1" => Algo::Sha1,
         "sha256" => Algo::Sha256,
         "sha512" => Algo::Sha512,
-        _ => return Err(FErr::Other(format!(
+        _ => {
+            return Err(FErr::Other(format!(
             "unknown hash algorithm '{s}', expect 'blake3', 'md5', 'sha1', 'sha256', or 'sha512'"
-        ))),
+        )))
+        }
     })
 }
 
@@ -64,7 +66,7 @@ fn base64_len(size: usize) -> usize {
 }
 
 fn decode_base16(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return None;
     }
     s.as_bytes()
