@@ -321,9 +321,20 @@ impl Evaluator {
     /// bounded here by the expression's nesting (the parser caps it); the
     /// unbounded kinds, calls and thunks, grow the stack in [`Self::enter`] and
     /// [`Self::force_thunk`].
-    #[inline]
+    ///
+    /// Constants and variables, the most common nodes by far, are handled
+    /// inline here so the big dispatch in `eval_inner` is entered only for
+    /// compound expressions.
+    #[inline(always)]
     pub fn eval(&mut self, ir: &Ir, env: &Env) -> EResult<Value> {
-        self.eval_inner(ir, env)
+        match ir {
+            Ir::Const(v) => Ok(v.clone()),
+            Ir::Var { up, idx, pos } => match env.ancestor(*up).get(*idx) {
+                Value::Thunk(t) => self.force_thunk(&t).at_pos(*pos),
+                v => Ok(v),
+            },
+            _ => self.eval_inner(ir, env),
+        }
     }
 
     fn eval_inner(&mut self, ir: &Ir, env: &Env) -> EResult<Value> {
