@@ -1,39 +1,411 @@
-//! `rocmx store dump|restore|ls|cat` (being written).
+//! `rocmx store dump|restore|ls|cat`: the commands that work on any path or archive.
+//!
+//! A path under the logical store directory (`/rocmx/store/<base>[/sub]`) is looked up under
+//! the physical store root (`--store DIR` / `ROCMX_STORE`, or the default root); any other
+//! path is used as given. Output goes to the raw standard output through a `BufWriter`; a
+//! reader that goes away (broken pipe) ends the command quietly with exit 1.
+
+use std::fmt;
+use std::fs::{self, File, Metadata};
+use std::io::{self, BufWriter, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
 
 use clap::Args;
+use rocmx_store::{nar, NarError, STORE_DIR};
 
+use crate::cmd::hash::{io_msg, nar_msg, raw_stdin, raw_stdout, Failure};
 use crate::cmd::StoreOpt;
 
 #[derive(Args, Debug)]
 pub struct DumpArgs {
-    pub path: std::path::PathBuf,
-}
-#[derive(Args, Debug)]
-pub struct RestoreArgs {
-    pub dest: std::path::PathBuf,
-}
-#[derive(Args, Debug)]
-pub struct LsArgs {
-    pub path: std::path::PathBuf,
-}
-#[derive(Args, Debug)]
-pub struct CatArgs {
-    pub path: std::path::PathBuf,
+    /// The file, directory or symlink to serialise (never followed). A path under
+    /// /rocmx/store is read from the physical store root.
+    pub path: PathBuf,
 }
 
-pub fn dump(_a: DumpArgs, _s: &StoreOpt) -> i32 {
-    eprintln!("error: not implemented yet");
-    1
+#[derive(Args, Debug)]
+pub struct RestoreArgs {
+    /// Where to create the archive's root (a directory, file or symlink). Must not exist;
+    /// its parent must.
+    pub dest: PathBuf,
 }
-pub fn restore(_a: RestoreArgs) -> i32 {
-    eprintln!("error: not implemented yet");
-    1
+
+#[derive(Args, Debug)]
+pub struct LsArgs {
+    /// List directories recursively.
+    #[arg(short = 'R', long)]
+    pub recursive: bool,
+    /// Show the type and permissions, the size and symlink targets (like `nix store ls -l`).
+    #[arg(short = 'l', long)]
+    pub long: bool,
+    /// Show a directory itself rather than its entries.
+    #[arg(short = 'd', long)]
+    pub directory: bool,
+    /// The path to list (never followed if it is a symlink).
+    pub path: PathBuf,
 }
-pub fn ls(_a: LsArgs, _s: &StoreOpt) -> i32 {
-    eprintln!("error: not implemented yet");
-    1
+
+#[derive(Args, Debug)]
+pub struct CatArgs {
+    /// The file to print. Symlinks are followed; absolute targets under /rocmx/store are
+    /// looked up in the physical store root.
+    pub path: PathBuf,
 }
-pub fn cat(_a: CatArgs, _s: &StoreOpt) -> i32 {
-    eprintln!("error: not implemented yet");
-    1
+
+// ---------------------------------------------------------------------------------------
+// Logical → physical paths.
+
+/// A path as the user named it and where it is on disk.
+struct Located {
+    given: PathBuf,
+    physical: PathBuf,
+}
+
+impl fmt::Display for Located {
+    /// `'/given'`, plus `(at '/physical')` when the two differ.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "'{}'", self.given.display())?;
+        if self.physical != self.given {
+            write!(f, " (at '{}')", self.physical.display())?;
+        }
+        Ok(())
+    }
+}
+
+/// Maps a logical store path `/rocmx/store/<base>[/sub]` to `<root>/store/<base>[/sub]`; any
+/// other path maps to itself. When the physical path does not exist but the logical one
+/// does, the logical one is used.
+fn locate(path: &Path, store: &StoreOpt) -> Located {
+    let given = path.to_path_buf();
+    let Ok(rest) = path.strip_prefix(STORE_DIR) else {
+        return Located {
+            physical: given.clone(),
+            given,
+        };
+    };
+    let root = store.root.clone().unwrap_or_else(default_root);
+    let mut physical = root.join("store");
+    if !rest.as_os_str().is_empty() {
+        physical.push(rest);
+    }
+    if physical != given
+        && fs::symlink_metadata(&physical).is_err()
+        && fs::symlink_metadata(&given).is_ok()
+    {
+        physical = given.clone();
+    }
+    Located { given, physical }
+}
+
+/// The default physical store root: `/rocmx` when writable (or creatable), else
+/// `$XDG_DATA_HOME/rocmx`, else `~/.local/share/rocmx`.
+///
+/// TODO(integration): replace with `LocalStore::default_root()` once the local store lands;
+/// this private copy exists only so that dump/ls/cat can map logical paths today.
+fn default_root() -> PathBuf {
+    let rocmx = Path::new("/rocmx");
+    let writable = match fs::metadata(rocmx) {
+        Ok(m) => m.is_dir() && may_write(&m),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            fs::metadata("/").is_ok_and(|m| may_write(&m))
+        }
+        Err(_) => false,
+    };
+    if writable {
+        return rocmx.to_path_buf();
+    }
+    if let Some(xdg) = std::env::var_os("XDG_DATA_HOME").map(PathBuf::from) {
+        if xdg.is_absolute() {
+            return xdg.join("rocmx");
+        }
+    }
+    match std::env::var_os("HOME") {
+        Some(home) if !home.is_empty() => PathBuf::from(home).join(".local/share/rocmx"),
+        _ => rocmx.to_path_buf(),
+    }
+}
+
+/// Whether this process may create entries in the directory described by `m`, judged from
+/// the mode bits and the credentials in `/proc/self/status` (read-only mounts and ACLs are
+/// not considered).
+fn may_write(m: &Metadata) -> bool {
+    let status = fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| -> Vec<u32> {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(|rest| {
+                rest.split_whitespace()
+                    .filter_map(|w| w.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    // "Uid:" and "Gid:" list real, effective, saved and filesystem ids.
+    let Some(&euid) = field("Uid:").get(1) else {
+        return false;
+    };
+    if euid == 0 {
+        return true;
+    }
+    let mode = m.permissions().mode();
+    if m.uid() == euid {
+        return mode & 0o200 != 0;
+    }
+    let mut gids = field("Groups:");
+    gids.extend(field("Gid:").get(1));
+    if gids.contains(&m.gid()) {
+        mode & 0o020 != 0
+    } else {
+        mode & 0o002 != 0
+    }
+}
+
+/// `lstat` of a located path, with Nix's wording on failure.
+fn status(loc: &Located) -> Result<Metadata, Failure> {
+    fs::symlink_metadata(&loc.physical)
+        .map_err(|e| Failure::msg(format!("getting status of {loc}: {}", io_msg(&e))))
+}
+
+// ---------------------------------------------------------------------------------------
+// dump / restore
+
+pub fn dump(a: DumpArgs, s: &StoreOpt) -> i32 {
+    Failure::exit_code(dump_inner(&a, s))
+}
+
+fn dump_inner(a: &DumpArgs, s: &StoreOpt) -> Result<(), Failure> {
+    let loc = locate(&a.path, s);
+    status(&loc)?;
+    let mut out = BufWriter::with_capacity(256 * 1024, raw_stdout()?);
+    nar::dump_path(&loc.physical, &mut out).map_err(|e| Failure::from_nar(&e))?;
+    out.flush().map_err(|e| Failure::write(&e))
+}
+
+pub fn restore(a: RestoreArgs) -> i32 {
+    let result = raw_stdin().and_then(|input| {
+        nar::restore(input, &a.dest)
+            .map(|_| ())
+            .map_err(|e| match e {
+                // Errors that name a path stand alone; archive errors (which name the byte
+                // offset) get the destination as context.
+                NarError::Restore { .. }
+                | NarError::DestinationExists { .. }
+                | NarError::UnsafeParent { .. } => Failure::msg(nar_msg(&e)),
+                _ => Failure::msg(format!("restoring '{}': {}", a.dest.display(), nar_msg(&e))),
+            })
+    });
+    Failure::exit_code(result)
+}
+
+// ---------------------------------------------------------------------------------------
+// ls
+
+/// What the listing still has to do.
+enum Item {
+    /// Print one line for this node (and expand it afterwards when recursive).
+    Show(Node),
+    /// Print the entries of this directory.
+    Expand(Node),
+}
+
+struct Node {
+    physical: PathBuf,
+    /// The name printed: `.`-relative for entries, the base name for a non-directory root.
+    rel: Vec<u8>,
+    meta: Metadata,
+}
+
+pub fn ls(a: LsArgs, s: &StoreOpt) -> i32 {
+    Failure::exit_code(ls_inner(&a, s))
+}
+
+fn ls_inner(a: &LsArgs, s: &StoreOpt) -> Result<(), Failure> {
+    let loc = locate(&a.path, s);
+    let meta = status(&loc)?;
+    let is_dir = meta.is_dir();
+    let rel = if is_dir && !a.directory {
+        b".".to_vec()
+    } else {
+        match a.path.file_name() {
+            Some(name) => name.as_bytes().to_vec(),
+            None if is_dir => b".".to_vec(),
+            None => a.path.as_os_str().as_bytes().to_vec(),
+        }
+    };
+    let root = Node {
+        physical: loc.physical.clone(),
+        rel,
+        meta,
+    };
+    let mut stack = vec![if is_dir && !a.directory {
+        Item::Expand(root)
+    } else {
+        Item::Show(root)
+    }];
+    let mut out = BufWriter::with_capacity(64 * 1024, raw_stdout()?);
+    let mut failed = None;
+    while let Some(item) = stack.pop() {
+        match item {
+            Item::Show(node) => {
+                show(&mut out, &node, a.long).map_err(|e| Failure::write(&e))?;
+                if a.recursive && node.meta.is_dir() {
+                    stack.push(Item::Expand(node));
+                }
+            }
+            Item::Expand(dir) => {
+                let entries = match read_sorted(&dir.physical) {
+                    Ok(e) => e,
+                    Err(e) => {
+                        out.flush().map_err(|e| Failure::write(&e))?;
+                        let msg = format!(
+                            "reading directory '{}': {}",
+                            dir.physical.display(),
+                            io_msg(&e)
+                        );
+                        eprintln!("error: {msg}");
+                        failed = Some(Failure::Reported);
+                        continue;
+                    }
+                };
+                for name in entries.into_iter().rev() {
+                    let physical = dir.physical.join(&name);
+                    let meta = match fs::symlink_metadata(&physical) {
+                        Ok(m) => m,
+                        Err(e) => {
+                            out.flush().map_err(|e| Failure::write(&e))?;
+                            let msg = format!(
+                                "getting status of '{}': {}",
+                                physical.display(),
+                                io_msg(&e)
+                            );
+                            eprintln!("error: {msg}");
+                            failed = Some(Failure::Reported);
+                            continue;
+                        }
+                    };
+                    let mut rel = dir.rel.clone();
+                    rel.push(b'/');
+                    rel.extend_from_slice(name.as_bytes());
+                    stack.push(Item::Show(Node {
+                        physical,
+                        rel,
+                        meta,
+                    }));
+                }
+            }
+        }
+    }
+    out.flush().map_err(|e| Failure::write(&e))?;
+    failed.map_or(Ok(()), Err)
+}
+
+/// A directory's entry names, sorted by their bytes (NAR order).
+fn read_sorted(dir: &Path) -> io::Result<Vec<std::ffi::OsString>> {
+    let mut names = fs::read_dir(dir)?
+        .map(|e| e.map(|e| e.file_name()))
+        .collect::<io::Result<Vec<_>>>()?;
+    names.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+    Ok(names)
+}
+
+/// One line of the listing; with `long`, in `nix store ls -l`'s format
+/// (`<type and mode> <size, 20 wide> <name>[ -> <target>]`).
+fn show(out: &mut impl Write, node: &Node, long: bool) -> io::Result<()> {
+    if long {
+        let ft = node.meta.file_type();
+        let (kind, size) = if ft.is_symlink() {
+            ("lrwxrwxrwx", 0)
+        } else if ft.is_dir() {
+            ("dr-xr-xr-x", 0)
+        } else if ft.is_file() && node.meta.permissions().mode() & 0o100 != 0 {
+            ("-r-xr-xr-x", node.meta.len())
+        } else if ft.is_file() {
+            ("-r--r--r--", node.meta.len())
+        } else {
+            ("?---------", 0) // FIFO, socket, device: not representable in a NAR
+        };
+        write!(out, "{kind} {size:>20} ")?;
+        out.write_all(&node.rel)?;
+        if ft.is_symlink() {
+            let target = fs::read_link(&node.physical).unwrap_or_default();
+            out.write_all(b" -> ")?;
+            out.write_all(target.as_os_str().as_bytes())?;
+        }
+    } else {
+        out.write_all(&node.rel)?;
+    }
+    out.write_all(b"\n")
+}
+
+// ---------------------------------------------------------------------------------------
+// cat
+
+/// Symlinks followed by `cat` before giving up (as the kernel's `MAXSYMLINKS`).
+const MAX_SYMLINKS: usize = 40;
+
+pub fn cat(a: CatArgs, s: &StoreOpt) -> i32 {
+    Failure::exit_code(cat_inner(&a, s))
+}
+
+fn cat_inner(a: &CatArgs, s: &StoreOpt) -> Result<(), Failure> {
+    // Follow symlinks in the last component ourselves, so that targets under /rocmx/store
+    // are mapped to the physical root too.
+    let mut loc = locate(&a.path, s);
+    let mut meta = status(&loc)?;
+    let mut hops = 0;
+    while meta.file_type().is_symlink() {
+        hops += 1;
+        if hops > MAX_SYMLINKS {
+            return Err(Failure::msg(format!(
+                "'{}': too many levels of symbolic links",
+                a.path.display()
+            )));
+        }
+        let target = fs::read_link(&loc.physical)
+            .map_err(|e| Failure::msg(format!("reading symlink {loc}: {}", io_msg(&e))))?;
+        let next = if target.is_absolute() {
+            target
+        } else {
+            loc.given.parent().unwrap_or(Path::new("")).join(target)
+        };
+        loc = locate(&next, s);
+        meta = status(&loc)?;
+    }
+    if meta.is_dir() {
+        return Err(Failure::msg(format!(
+            "'{}' is a directory",
+            a.path.display()
+        )));
+    }
+    if !meta.is_file() {
+        return Err(Failure::msg(format!(
+            "'{}' is not a regular file",
+            a.path.display()
+        )));
+    }
+    let mut file = File::open(&loc.physical)
+        .map_err(|e| Failure::msg(format!("opening file {loc}: {}", io_msg(&e))))?;
+    let mut out = BufWriter::with_capacity(256 * 1024, raw_stdout()?);
+    copy(&mut file, &mut out, &loc)?;
+    out.flush().map_err(|e| Failure::write(&e))
+}
+
+/// Copies `file` to `out`, telling read errors (named after the file) from write errors.
+fn copy(file: &mut File, out: &mut impl Write, loc: &Located) -> Result<(), Failure> {
+    use std::io::Read;
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        let n = match file.read(&mut buf) {
+            Ok(0) => return Ok(()),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                return Err(Failure::msg(format!("reading file {loc}: {}", io_msg(&e))));
+            }
+        };
+        out.write_all(&buf[..n]).map_err(|e| Failure::write(&e))?;
+    }
 }
