@@ -29,6 +29,7 @@
 
 pub mod derivation;
 pub mod hash;
+pub mod local;
 pub mod modulo;
 pub mod nar;
 pub mod nixbase32;
@@ -36,6 +37,9 @@ pub mod path;
 
 pub use derivation::{Derivation, DerivationError, DerivationOutput};
 pub use hash::{Encoding, Hash, HashAlgo, HashError, Hasher, HashingWriter};
+pub use local::{
+    GcOptions, GcReport, LocalStore, NarCa, PathInfo, Problem, StoreError, VerifyReport,
+};
 pub use modulo::ModuloHasher;
 pub use nar::NarError;
 pub use path::{ContentAddress, IngestionMethod, StorePath, StorePathError, STORE_DIR};

@@ -1,0 +1,307 @@
+//! Filesystem helpers of the local store: normalisation, durability, removal, temp dirs.
+//!
+//! Owns: the canonical metadata of store files (mode 0444, or 0555 for executables and
+//! directories; mtime 1; no setuid, setgid or sticky bit), fsync of files and directories
+//! (`syncfs` for big trees), making read-only trees writable again to remove them, disk
+//! usage, and [`TempDir`], the scratch directory inside the store that removes itself
+//! unless its content was moved out.
+//!
+//! Must not: follow symlinks when changing or removing anything, hash, or touch the
+//! database.
+
+use std::fs::{self, File};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rustix::fs::{AtFlags, Timespec, Timestamps, CWD};
+
+use super::error::StoreError;
+
+/// Mode of a non-executable store file.
+pub const FILE_MODE: u32 = 0o444;
+/// Mode of an executable store file and of a store directory.
+pub const EXEC_MODE: u32 = 0o555;
+/// The mtime of every store object, in seconds since the epoch.
+pub const MTIME: i64 = 1;
+/// Trees with more entries than this are flushed with one `syncfs` rather than an
+/// `fsync` per entry.
+pub const SYNCFS_THRESHOLD: usize = 16;
+/// Prefix of scratch directories in the store directory.
+pub const TMP_PREFIX: &str = ".tmp-";
+
+/// The canonical timestamps (atime and mtime 1).
+pub fn canonical_times() -> Timestamps {
+    let t = Timespec {
+        tv_sec: MTIME,
+        tv_nsec: 0,
+    };
+    Timestamps {
+        last_access: t,
+        last_modification: t,
+    }
+}
+
+/// Sets the canonical times on `path` itself (a symlink is not followed).
+pub fn set_canonical_times(path: &Path) -> Result<(), StoreError> {
+    rustix::fs::utimensat(CWD, path, &canonical_times(), AtFlags::SYMLINK_NOFOLLOW)
+        .map_err(|e| StoreError::io("setting the mtime of", path)(e.into()))
+}
+
+/// Sets the canonical times through an open file.
+pub fn set_canonical_times_fd(file: &File, path: &Path) -> Result<(), StoreError> {
+    rustix::fs::futimens(file, &canonical_times())
+        .map_err(|e| StoreError::io("setting the mtime of", path)(e.into()))
+}
+
+/// `0444` or `0555` depending on whether `mode` has the owner's execute bit.
+pub fn canonical_file_mode(mode: u32) -> u32 {
+    if mode & 0o100 != 0 {
+        EXEC_MODE
+    } else {
+        FILE_MODE
+    }
+}
+
+/// `chmod` without following symlinks (callers only pass files and directories).
+pub fn chmod(path: &Path, mode: u32) -> Result<(), StoreError> {
+    fs::set_permissions(path, fs::Permissions::from_mode(mode))
+        .map_err(StoreError::io("changing the mode of", path))
+}
+
+/// Normalises the tree at `root` in place: modes, times; directories last so that their
+/// times stick. Refuses special files.
+pub fn normalise_tree(root: &Path) -> Result<(), StoreError> {
+    let mut dirs = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(p) = stack.pop() {
+        let m = fs::symlink_metadata(&p).map_err(StoreError::io("reading", &p))?;
+        let ft = m.file_type();
+        if ft.is_dir() {
+            chmod(&p, 0o755)?;
+            for e in fs::read_dir(&p).map_err(StoreError::io("listing", &p))? {
+                stack.push(e.map_err(StoreError::io("listing", &p))?.path());
+            }
+            dirs.push(p);
+        } else if ft.is_file() {
+            chmod(&p, canonical_file_mode(m.mode()))?;
+            set_canonical_times(&p)?;
+        } else if ft.is_symlink() {
+            set_canonical_times(&p)?;
+        } else {
+            return Err(StoreError::UnsupportedFileType {
+                path: p,
+                kind: special_kind(&m),
+            });
+        }
+    }
+    for d in dirs.iter().rev() {
+        chmod(d, EXEC_MODE)?;
+        set_canonical_times(d)?;
+    }
+    Ok(())
+}
+
+/// A name for a file type the store cannot hold.
+pub fn special_kind(m: &fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let ft = m.file_type();
+    if ft.is_socket() {
+        "socket"
+    } else if ft.is_fifo() {
+        "FIFO"
+    } else if ft.is_char_device() {
+        "character device"
+    } else if ft.is_block_device() {
+        "block device"
+    } else {
+        "unknown file type"
+    }
+}
+
+/// `fsync` of a directory.
+pub fn fsync_dir(dir: &Path) -> Result<(), StoreError> {
+    File::open(dir)
+        .and_then(|f| f.sync_all())
+        .map_err(StoreError::io("syncing directory", dir))
+}
+
+/// Makes everything under `root` (which lives in the store) durable: an `fsync` per file
+/// and directory for small trees, one `syncfs` for big ones.
+pub fn sync_tree(root: &Path) -> Result<(), StoreError> {
+    let mut todo = vec![root.to_path_buf()];
+    let mut seen = Vec::new();
+    while let Some(p) = todo.pop() {
+        let m = fs::symlink_metadata(&p).map_err(StoreError::io("reading", &p))?;
+        if m.is_dir() {
+            for e in fs::read_dir(&p).map_err(StoreError::io("listing", &p))? {
+                todo.push(e.map_err(StoreError::io("listing", &p))?.path());
+                if seen.len() + todo.len() > SYNCFS_THRESHOLD {
+                    return syncfs(root);
+                }
+            }
+        }
+        if !m.file_type().is_symlink() {
+            seen.push(p);
+        }
+    }
+    for p in seen {
+        File::open(&p)
+            .and_then(|f| f.sync_all())
+            .map_err(StoreError::io("syncing", &p))?;
+    }
+    Ok(())
+}
+
+/// `syncfs` of the filesystem holding `path`.
+pub fn syncfs(path: &Path) -> Result<(), StoreError> {
+    let f = File::open(path).map_err(StoreError::io("opening", path))?;
+    rustix::fs::syncfs(&f).map_err(|e| StoreError::io("syncing the filesystem of", path)(e.into()))
+}
+
+/// Disk usage of `path` (a file, symlink or tree), in bytes of allocated blocks, without
+/// following symlinks. Missing paths count 0.
+pub fn disk_usage(path: &Path) -> u64 {
+    let mut total = 0u64;
+    let mut stack = vec![path.to_path_buf()];
+    while let Some(p) = stack.pop() {
+        let Ok(m) = fs::symlink_metadata(&p) else {
+            continue;
+        };
+        total = total.saturating_add(m.blocks().saturating_mul(512));
+        if m.is_dir() {
+            if let Ok(rd) = fs::read_dir(&p) {
+                stack.extend(rd.flatten().map(|e| e.path()));
+            }
+        }
+    }
+    total
+}
+
+/// Removes `path` (a file, symlink or read-only tree) after making its directories
+/// writable. A missing path is not an error.
+pub fn remove_tree(path: &Path) -> Result<(), StoreError> {
+    let m = match fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(StoreError::io("reading", path)(e)),
+    };
+    if !m.is_dir() {
+        return fs::remove_file(path).map_err(StoreError::io("removing", path));
+    }
+    let mut stack = vec![path.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        chmod(&d, 0o755)?;
+        for e in fs::read_dir(&d).map_err(StoreError::io("listing", &d))? {
+            let e = e.map_err(StoreError::io("listing", &d))?;
+            if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                stack.push(e.path());
+            }
+        }
+    }
+    fs::remove_dir_all(path).map_err(StoreError::io("removing", path))
+}
+
+static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A scratch directory `<store>/.tmp-<pid>-<n>-<random>`, flocked while it lives (so a
+/// checker can tell a live one from a leftover) and removed when dropped.
+#[derive(Debug)]
+pub struct TempDir {
+    path: PathBuf,
+    _lock: File,
+}
+
+impl TempDir {
+    /// Creates a scratch directory in `store`.
+    pub fn new(store: &Path) -> Result<TempDir, StoreError> {
+        loop {
+            let n = TMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0);
+            let seed = format!("{}-{n}-{nanos}", std::process::id());
+            let rand = &blake3::hash(seed.as_bytes()).to_hex()[..12];
+            let path = store.join(format!("{TMP_PREFIX}{}-{n}-{rand}", std::process::id()));
+            match fs::DirBuilder::new().mode(0o700).create(&path) {
+                Ok(()) => {
+                    let lock = File::open(&path).map_err(StoreError::io("opening", &path))?;
+                    lock.lock().map_err(StoreError::io("locking", &path))?;
+                    return Ok(TempDir { path, _lock: lock });
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(StoreError::io("creating scratch directory", &path)(e)),
+            }
+        }
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = remove_tree(&self.path);
+    }
+}
+
+/// Whether the scratch directory `dir` is in use (its creator still holds its lock).
+pub fn temp_dir_in_use(dir: &Path) -> bool {
+    match File::open(dir) {
+        Ok(f) => matches!(f.try_lock_shared(), Err(fs::TryLockError::WouldBlock)),
+        Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    #[test]
+    fn normalises_and_removes_read_only_trees() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let root = tmp.path().join("t");
+        fs::create_dir_all(root.join("d/e")).expect("mkdir");
+        fs::write(root.join("f"), "x").expect("write");
+        fs::write(root.join("d/x"), "#!").expect("write");
+        fs::set_permissions(root.join("d/x"), fs::Permissions::from_mode(0o4775)).expect("chmod");
+        symlink("/nowhere", root.join("l")).expect("symlink");
+        normalise_tree(&root).expect("normalise");
+        let mode = |p: &str| fs::symlink_metadata(root.join(p)).expect("stat").mode() & 0o7777;
+        let mtime = |p: &str| fs::symlink_metadata(root.join(p)).expect("stat").mtime();
+        assert_eq!(
+            [mode(""), mode("d"), mode("d/e"), mode("f"), mode("d/x")],
+            [0o555, 0o555, 0o555, 0o444, 0o555]
+        );
+        assert_eq!(
+            [mtime(""), mtime("d"), mtime("f"), mtime("l")],
+            [1, 1, 1, 1]
+        );
+        assert!(disk_usage(&root) > 0);
+        remove_tree(&root).expect("remove");
+        assert!(!root.exists());
+        remove_tree(&root).expect("missing is fine");
+    }
+
+    #[test]
+    fn temp_dirs_lock_and_clean_up() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let t = TempDir::new(tmp.path()).expect("tmp dir");
+        let p = t.path().to_path_buf();
+        assert!(p
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with(".tmp-")));
+        fs::create_dir(p.join("x")).expect("mkdir");
+        chmod(&p.join("x"), 0o555).expect("chmod");
+        assert!(temp_dir_in_use(&p));
+        drop(t);
+        assert!(!p.exists());
+        fs::create_dir(&p).expect("leftover");
+        assert!(!temp_dir_in_use(&p));
+    }
+}

@@ -1,0 +1,381 @@
+//! The local store: content on disk under a physical root, metadata in SQLite.
+//!
+//! Owns: [`LocalStore`] — opening a store (creating its layout and migrating its
+//! database), mapping store paths to and from their physical location, adding content
+//! ([`add`]), queries (validity, path info, references, referrers, closures),
+//! realisations, GC roots and garbage collection ([`gc`]) and consistency checks
+//! ([`verify`]).
+//!
+//! Must not: evaluate or build anything, or write outside its root (except the `result`
+//! links that [`LocalStore::add_root`] is asked to create). The formats it stores (NAR,
+//! paths, fingerprints) belong to the other modules of this crate.
+//!
+//! # On-disk layout
+//!
+//! ```text
+//! <root>/store/<hash>-<name>          content, read-only: files 0444 / 0555, dirs 0555, mtime 1
+//! <root>/store/.tmp-<pid>-<n>-<rand>/ scratch directories of adds in progress (flocked)
+//! <root>/var/rocmx/db.sqlite          metadata (WAL; see `db` for the schema)
+//! <root>/var/rocmx/gc.lock            global GC lock: add shared, gc/delete/repair exclusive
+//! <root>/var/rocmx/locks/<hash>.lock  per-path locks
+//! <root>/var/rocmx/gcroots/           roots: symlinks to store paths, anywhere below
+//! <root>/var/rocmx/gcroots/auto/<h>   indirect roots: symlink to a user's `result` link
+//! <root>/var/rocmx/temproots/<pid>-<n> temporary roots of a live store handle
+//! ```
+//!
+//! # Crash safety
+//!
+//! Content is created in a scratch directory inside `<root>/store`, made durable (`fsync`
+//! per file, or `syncfs` for big trees), renamed to its final name, the store directory is
+//! synced, and only then is the path registered, in one transaction. A crash leaves at
+//! worst a scratch directory or an unregistered entry: neither is ever reported valid, the
+//! next add of that path replaces it, and `gc` or `verify --repair` removes it. Deleting
+//! goes the other way: rows first, then content.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Component, Path, PathBuf};
+use std::sync::Mutex;
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use crate::hash::Hash;
+use crate::path::{StorePath, STORE_DIR};
+
+mod add;
+mod db;
+mod error;
+mod fsutil;
+mod gc;
+mod ingest;
+mod lock;
+mod verify;
+
+#[cfg(test)]
+mod tests;
+
+pub use add::{ca_string, NarCa};
+pub use db::SCHEMA_VERSION;
+pub use error::StoreError;
+pub use fsutil::normalise_tree;
+pub use gc::{GcOptions, GcReport};
+pub use verify::{Problem, VerifyReport};
+
+/// What the store records about a valid path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathInfo {
+    /// The path.
+    pub path: StorePath,
+    /// BLAKE3 of its NAR.
+    pub nar_hash: Hash,
+    /// Size of its NAR in bytes.
+    pub nar_size: u64,
+    /// When it was registered, in seconds since the epoch.
+    pub registration_time: i64,
+    /// The derivation that built it, if any.
+    pub deriver: Option<StorePath>,
+    /// Signatures over it (`keyname:base64`).
+    pub signatures: Vec<String>,
+    /// The paths it refers to (itself included if it refers to itself).
+    pub references: BTreeSet<StorePath>,
+    /// Its content address, e.g. `source:blake3:<nix32>` or `text:blake3:<nix32>`.
+    pub ca: Option<String>,
+}
+
+/// A local store at a physical root. Safe to share between threads; several handles, in
+/// one process or many, may use one root at once.
+#[derive(Debug)]
+pub struct LocalStore {
+    root: PathBuf,
+    store_dir: PathBuf,
+    /// `store_dir` with symlinks resolved, to recognise physical paths spelt either way.
+    canon_store_dir: PathBuf,
+    state_dir: PathBuf,
+    db_path: PathBuf,
+    conn: Mutex<Connection>,
+    temp_roots: lock::TempRoots,
+}
+
+fn mkdirs(dir: &Path) -> Result<(), StoreError> {
+    fs::create_dir_all(dir).map_err(StoreError::io("creating", dir))
+}
+
+impl LocalStore {
+    /// The default physical root: `/rocmx` when it is writable (or does not exist and `/`
+    /// is writable), else `$XDG_DATA_HOME/rocmx`, else `~/.local/share/rocmx`.
+    pub fn default_root() -> PathBuf {
+        let writable = |p: &str| rustix::fs::access(p, rustix::fs::Access::WRITE_OK).is_ok();
+        let sys = Path::new("/rocmx");
+        if (sys.exists() && writable("/rocmx")) || (!sys.exists() && writable("/")) {
+            return sys.to_path_buf();
+        }
+        match std::env::var_os("XDG_DATA_HOME") {
+            Some(x) if Path::new(&x).is_absolute() => Path::new(&x).join("rocmx"),
+            _ => {
+                let home = std::env::var_os("HOME").unwrap_or_else(|| "/".into());
+                Path::new(&home).join(".local/share/rocmx")
+            }
+        }
+    }
+
+    /// Opens the store at `root`, creating `<root>/store`, `<root>/var/rocmx/{db.sqlite,
+    /// gcroots/, temproots/, locks/}` as needed and migrating the database.
+    pub fn open(root: &Path) -> Result<LocalStore, StoreError> {
+        let root = std::path::absolute(root).map_err(StoreError::io("resolving", root))?;
+        let store_dir = root.join("store");
+        let state_dir = root.join("var/rocmx");
+        for d in [
+            store_dir.clone(),
+            state_dir.join("gcroots/auto"),
+            state_dir.join("temproots"),
+            state_dir.join("locks"),
+        ] {
+            mkdirs(&d)?;
+        }
+        let canon_store_dir =
+            fs::canonicalize(&store_dir).map_err(StoreError::io("resolving", &store_dir))?;
+        let db_path = state_dir.join("db.sqlite");
+        let conn = db::open(&db_path)?;
+        Ok(LocalStore {
+            temp_roots: lock::TempRoots::new(&state_dir.join("temproots")),
+            root,
+            store_dir,
+            canon_store_dir,
+            state_dir,
+            db_path,
+            conn: Mutex::new(conn),
+        })
+    }
+
+    /// The physical root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The physical store directory, `<root>/store`.
+    pub fn store_dir(&self) -> &Path {
+        &self.store_dir
+    }
+
+    /// The state directory, `<root>/var/rocmx`.
+    pub fn state_dir(&self) -> &Path {
+        &self.state_dir
+    }
+
+    /// Where `p`'s content lives: `<root>/store/<hash>-<name>`.
+    pub fn real_path(&self, p: &StorePath) -> PathBuf {
+        self.store_dir.join(p.base_name())
+    }
+
+    /// The store path (and the subpath within it, if any) that `p` designates: a logical
+    /// `/rocmx/store/<hash>-<name>[/sub]`, a physical `<root>/store/<hash>-<name>[/sub]`,
+    /// or a symlink (such as `result`) leading to either. Relative paths are taken from the
+    /// current directory.
+    pub fn to_store_path(&self, p: &Path) -> Result<(StorePath, Option<PathBuf>), StoreError> {
+        let not_in_store = || StoreError::NotInStore {
+            path: p.to_path_buf(),
+            physical: self.store_dir.clone(),
+        };
+        let mut cur = std::path::absolute(p).map_err(|_| not_in_store())?;
+        let mut canonicalised = false;
+        for _ in 0..40 {
+            for base in [Path::new(STORE_DIR), &self.store_dir, &self.canon_store_dir] {
+                if let Ok(rest) = cur.strip_prefix(base) {
+                    return split_store_rest(rest).ok_or_else(not_in_store)?;
+                }
+            }
+            match fs::symlink_metadata(&cur) {
+                Ok(m) if m.file_type().is_symlink() => {
+                    let target = fs::read_link(&cur).map_err(|_| not_in_store())?;
+                    cur = match cur.parent() {
+                        Some(parent) => parent.join(target),
+                        None => target,
+                    };
+                }
+                _ if !canonicalised => {
+                    canonicalised = true;
+                    cur = fs::canonicalize(&cur).map_err(|_| not_in_store())?;
+                }
+                _ => break,
+            }
+        }
+        Err(not_in_store())
+    }
+
+    /// Runs `f` on the database connection.
+    fn with_db<T>(
+        &self,
+        f: impl FnOnce(&mut Connection, &Path) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut conn, &self.db_path)
+    }
+
+    /// Runs `f` in one immediate (write-locking) transaction, committed if `f` succeeds.
+    fn with_tx<T>(
+        &self,
+        f: impl FnOnce(&Connection, &Path) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        self.with_db(|conn, dbp| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(db::err(dbp, "starting a transaction"))?;
+            let out = f(&tx, dbp)?;
+            tx.commit().map_err(db::err(dbp, "committing"))?;
+            Ok(out)
+        })
+    }
+
+    fn not_valid(&self, p: &StorePath) -> StoreError {
+        StoreError::NotValid {
+            path: p.clone(),
+            root: self.root.clone(),
+        }
+    }
+
+    /// Whether `p` is registered (its content is then complete on disk).
+    pub fn is_valid(&self, p: &StorePath) -> Result<bool, StoreError> {
+        self.with_db(|c, d| Ok(db::path_id(c, d, p)?.is_some()))
+    }
+
+    /// What is recorded about `p`; `None` if it is not valid.
+    pub fn path_info(&self, p: &StorePath) -> Result<Option<PathInfo>, StoreError> {
+        self.with_db(|c, d| db::path_info(c, d, p))
+    }
+
+    /// The paths `p` refers to. Fails if `p` is not valid.
+    pub fn references(&self, p: &StorePath) -> Result<BTreeSet<StorePath>, StoreError> {
+        self.with_db(|c, d| match db::path_id(c, d, p)? {
+            Some(id) => db::references_of(c, d, id),
+            None => Err(self.not_valid(p)),
+        })
+    }
+
+    /// The valid paths that refer to `p`. Fails if `p` is not valid.
+    pub fn referrers(&self, p: &StorePath) -> Result<BTreeSet<StorePath>, StoreError> {
+        self.with_db(|c, d| match db::path_id(c, d, p)? {
+            Some(id) => db::referrers_of(c, d, id),
+            None => Err(self.not_valid(p)),
+        })
+    }
+
+    /// `paths` and everything they refer to, directly or not. Fails if one is not valid.
+    pub fn closure(&self, paths: &[StorePath]) -> Result<BTreeSet<StorePath>, StoreError> {
+        self.with_db(|c, d| {
+            let mut seen = BTreeSet::new();
+            let mut todo: Vec<StorePath> = paths.to_vec();
+            while let Some(p) = todo.pop() {
+                if seen.contains(&p) {
+                    continue;
+                }
+                let id = db::path_id(c, d, &p)?.ok_or_else(|| self.not_valid(&p))?;
+                todo.extend(
+                    db::references_of(c, d, id)?
+                        .into_iter()
+                        .filter(|r| !seen.contains(r)),
+                );
+                seen.insert(p);
+            }
+            Ok(seen)
+        })
+    }
+
+    /// Every valid path, in order.
+    pub fn all_valid(&self) -> Result<Vec<StorePath>, StoreError> {
+        self.with_db(|c, d| {
+            Ok(db::all_valid(c, d)?
+                .into_iter()
+                .map(|(p, _, _)| p)
+                .collect())
+        })
+    }
+
+    /// Protects `p` from garbage collection for as long as this handle lives (a builder
+    /// calls this for the inputs of a running build).
+    pub fn add_temp_root(&self, p: &StorePath) -> Result<(), StoreError> {
+        let _gc = lock::gc_lock(&self.state_dir, false)?;
+        self.temp_roots.add(p)
+    }
+
+    /// Records that building output `output` of the resolved derivation whose hash is
+    /// `drv_hash` gave `path` (which must be valid), with `signatures`. Recording the same
+    /// path again merges signatures; a different path is a
+    /// [`StoreError::RealisationConflict`]. The record goes when `path` is deleted.
+    pub fn add_realisation(
+        &self,
+        drv_hash: &str,
+        output: &str,
+        path: &StorePath,
+        signatures: &[String],
+    ) -> Result<(), StoreError> {
+        self.with_tx(|c, d| {
+            db::add_realisation(c, d, drv_hash, output, path, &self.root, signatures)
+        })
+    }
+
+    /// The path output `output` of the resolved derivation `drv_hash` was realised to.
+    pub fn query_realisation(
+        &self,
+        drv_hash: &str,
+        output: &str,
+    ) -> Result<Option<StorePath>, StoreError> {
+        Ok(self
+            .query_realisation_signed(drv_hash, output)?
+            .map(|(p, _)| p))
+    }
+
+    /// Like [`LocalStore::query_realisation`], with the realisation's signatures.
+    pub fn query_realisation_signed(
+        &self,
+        drv_hash: &str,
+        output: &str,
+    ) -> Result<Option<(StorePath, Vec<String>)>, StoreError> {
+        self.with_db(|c, d| db::query_realisation(c, d, drv_hash, output))
+    }
+
+    /// Records that output `output` of the valid derivation `drv` is `path`. (Adding a
+    /// `.drv` text records its fixed outputs by itself.)
+    pub fn add_derivation_output(
+        &self,
+        drv: &StorePath,
+        output: &str,
+        path: &StorePath,
+    ) -> Result<(), StoreError> {
+        self.with_tx(|c, d| {
+            let id = db::path_id(c, d, drv)?.ok_or_else(|| self.not_valid(drv))?;
+            db::add_derivation_output(c, d, id, output, path)
+        })
+    }
+
+    /// The recorded outputs of the valid derivation `drv`.
+    pub fn derivation_outputs(
+        &self,
+        drv: &StorePath,
+    ) -> Result<BTreeMap<String, StorePath>, StoreError> {
+        self.with_db(|c, d| {
+            let id = db::path_id(c, d, drv)?.ok_or_else(|| self.not_valid(drv))?;
+            Ok(db::derivation_outputs(c, d, id)?.into_iter().collect())
+        })
+    }
+}
+
+/// Splits `<hash>-<name>[/sub…]` (what follows a store directory) into a store path and
+/// its subpath. `None` for anything else (empty, `..`, a bad base name).
+fn split_store_rest(rest: &Path) -> Option<Result<(StorePath, Option<PathBuf>), StoreError>> {
+    let mut comps = rest.components();
+    let base = match comps.next()? {
+        Component::Normal(b) => b.to_str()?,
+        _ => return None,
+    };
+    let sub: PathBuf = comps
+        .map(|c| match c {
+            Component::Normal(n) => Some(n),
+            _ => None,
+        })
+        .collect::<Option<PathBuf>>()?;
+    let sp = match StorePath::from_base_name(base) {
+        Ok(sp) => sp,
+        Err(e) => return Some(Err(e.into())),
+    };
+    Some(Ok((sp, (!sub.as_os_str().is_empty()).then_some(sub))))
+}
