@@ -1,9 +1,10 @@
-//! rocmx-store: rocmx's formats and (later) its local store.
+//! rocmx-store: rocmx's formats and its local store.
 //!
 //! Owns: hashes and their encodings ([`hash`], [`nixbase32`]), store paths and the
 //! fingerprint that derives their hash parts ([`path`]), the NAR archive format ([`nar`]),
-//! hashing build outputs modulo self-references ([`modulo`]) and the derivation model with
-//! its ATerm and JSON forms ([`derivation`]).
+//! hashing build outputs modulo self-references ([`modulo`]), the derivation model with
+//! its ATerm and JSON forms ([`derivation`]), and the local store with its SQLite
+//! metadata, locks, GC and verification ([`local`]). Formats never depend on `local`.
 //!
 //! Must not: depend on any other rocmx crate, evaluate expressions or run builds.
 //!
