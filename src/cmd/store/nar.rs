@@ -9,7 +9,7 @@ use std::fmt;
 use std::fs::{self, File, Metadata};
 use std::io::{self, BufWriter, Write};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
@@ -99,68 +99,10 @@ fn locate(path: &Path, store: &StoreOpt) -> Located {
     Located { given, physical }
 }
 
-/// The default physical store root: `/rocmx` when writable (or creatable), else
-/// `$XDG_DATA_HOME/rocmx`, else `~/.local/share/rocmx`.
-///
-/// TODO(integration): replace with `LocalStore::default_root()` once the local store lands;
-/// this private copy exists only so that dump/ls/cat can map logical paths today.
+/// The default physical store root (the local store's rule: `/rocmx` when
+/// writable, else `$XDG_DATA_HOME/rocmx`).
 fn default_root() -> PathBuf {
-    let rocmx = Path::new("/rocmx");
-    let writable = match fs::metadata(rocmx) {
-        Ok(m) => m.is_dir() && may_write(&m),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            fs::metadata("/").is_ok_and(|m| may_write(&m))
-        }
-        Err(_) => false,
-    };
-    if writable {
-        return rocmx.to_path_buf();
-    }
-    if let Some(xdg) = std::env::var_os("XDG_DATA_HOME").map(PathBuf::from) {
-        if xdg.is_absolute() {
-            return xdg.join("rocmx");
-        }
-    }
-    match std::env::var_os("HOME") {
-        Some(home) if !home.is_empty() => PathBuf::from(home).join(".local/share/rocmx"),
-        _ => rocmx.to_path_buf(),
-    }
-}
-
-/// Whether this process may create entries in the directory described by `m`, judged from
-/// the mode bits and the credentials in `/proc/self/status` (read-only mounts and ACLs are
-/// not considered).
-fn may_write(m: &Metadata) -> bool {
-    let status = fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let field = |name: &str| -> Vec<u32> {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .map(|rest| {
-                rest.split_whitespace()
-                    .filter_map(|w| w.parse().ok())
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    // "Uid:" and "Gid:" list real, effective, saved and filesystem ids.
-    let Some(&euid) = field("Uid:").get(1) else {
-        return false;
-    };
-    if euid == 0 {
-        return true;
-    }
-    let mode = m.permissions().mode();
-    if m.uid() == euid {
-        return mode & 0o200 != 0;
-    }
-    let mut gids = field("Groups:");
-    gids.extend(field("Gid:").get(1));
-    if gids.contains(&m.gid()) {
-        mode & 0o020 != 0
-    } else {
-        mode & 0o002 != 0
-    }
+    rocmx_store::LocalStore::default_root()
 }
 
 /// `lstat` of a located path, with Nix's wording on failure.
