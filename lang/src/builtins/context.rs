@@ -246,18 +246,12 @@ fn add_drv_output_dependencies(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Val
 #[cfg(test)]
 mod tests {
     use crate::eval::test_eval;
+    use crate::eval::testing::err;
 
     fn ev(e: &str) -> String {
         match test_eval(e) {
             Ok(s) => s,
             Err(e) => panic!("unexpected error for {e}"),
-        }
-    }
-
-    fn err(e: &str) -> String {
-        match test_eval(e) {
-            Ok(s) => panic!("expected an error, got {s}"),
-            Err(e) => e,
         }
     }
 

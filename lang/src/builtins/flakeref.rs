@@ -285,13 +285,7 @@ fn flake_ref_to_string_op(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 #[cfg(test)]
 mod tests {
     use crate::eval::test_eval;
-
-    fn ok(e: &str) -> String {
-        match test_eval(e) {
-            Ok(s) => s,
-            Err(err) => panic!("{e}: {err}"),
-        }
-    }
+    use crate::eval::testing::ok;
 
     /// The message of the error `e` evaluates to (the `error:` line).
     fn err(e: &str) -> String {

@@ -752,22 +752,8 @@ fn fetch_tree(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 
 #[cfg(test)]
 mod tests {
-    use crate::eval::test_eval;
+    use crate::eval::testing::{err, ok};
     use std::fs;
-
-    fn ok(e: &str) -> String {
-        match test_eval(e) {
-            Ok(s) => s,
-            Err(e) => panic!("unexpected error: {e}"),
-        }
-    }
-
-    fn err(e: &str) -> String {
-        match test_eval(e) {
-            Ok(s) => panic!("expected an error, got {s}"),
-            Err(e) => e,
-        }
-    }
 
     struct Fixture {
         dir: tempfile::TempDir,

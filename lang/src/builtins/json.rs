@@ -311,21 +311,7 @@ fn from_toml(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 
 #[cfg(test)]
 mod tests {
-    use crate::eval::test_eval;
-
-    fn ok(e: &str) -> String {
-        match test_eval(e) {
-            Ok(s) => s,
-            Err(e) => panic!("unexpected error: {e}"),
-        }
-    }
-
-    fn err(e: &str) -> String {
-        match test_eval(e) {
-            Ok(s) => panic!("expected an error, got {s}"),
-            Err(e) => e,
-        }
-    }
+    use crate::eval::testing::{err, ok};
 
     #[test]
     fn float_format_like_nlohmann() {

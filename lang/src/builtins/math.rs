@@ -305,22 +305,9 @@ fn floor(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 
 #[cfg(test)]
 mod tests {
-    use crate::eval::test_eval;
-
-    fn ok(e: &str) -> String {
-        match test_eval(e) {
-            Ok(s) => s,
-            Err(err) => panic!("{e}: unexpected error:\n{err}"),
-        }
-    }
+    use crate::eval::testing::{fails, ok};
 
     /// Asserts evaluation fails and the message contains `msg`.
-    fn fails(e: &str, msg: &str) {
-        match test_eval(e) {
-            Ok(s) => panic!("{e}: expected an error, got {s}"),
-            Err(err) => assert!(err.contains(msg), "{e}: expected «{msg}» in:\n{err}"),
-        }
-    }
 
     #[test]
     fn arithmetic() {

@@ -528,18 +528,12 @@ fn convert_hash(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 mod tests {
     use super::base_name_of;
     use crate::eval::test_eval;
+    use crate::eval::testing::err;
 
     fn ev(e: &str) -> String {
         match test_eval(e) {
             Ok(s) => s,
             Err(err) => panic!("unexpected error for {e}: {err}"),
-        }
-    }
-
-    fn err(e: &str) -> String {
-        match test_eval(e) {
-            Ok(s) => panic!("expected an error for {e}, got {s}"),
-            Err(err) => err,
         }
     }
 

@@ -155,18 +155,12 @@ fn parse_drv_name_op(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 mod tests {
     use super::*;
     use crate::eval::test_eval;
+    use crate::eval::testing::err;
 
     fn ev(e: &str) -> String {
         match test_eval(e) {
             Ok(s) => s,
             Err(e) => panic!("unexpected error: {e}"),
-        }
-    }
-
-    fn err(e: &str) -> String {
-        match test_eval(e) {
-            Ok(s) => panic!("expected an error, got {s}"),
-            Err(e) => e,
         }
     }
 

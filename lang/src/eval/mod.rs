@@ -931,3 +931,31 @@ fn peek(ir: &Ir, env: &Env) -> Option<Value> {
         _ => None,
     }
 }
+
+/// Assertion helpers shared by the unit tests of every module.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::test_eval;
+
+    /// The printed strict value of `e`; panics with the rendered error otherwise.
+    pub fn ok(e: &str) -> String {
+        match test_eval(e) {
+            Ok(s) => s,
+            Err(err) => panic!("{e}: unexpected error:\n{err}"),
+        }
+    }
+
+    /// The rendered error of `e`; panics if it evaluates.
+    pub fn err(e: &str) -> String {
+        match test_eval(e) {
+            Ok(s) => panic!("{e}: expected an error, got {s}"),
+            Err(err) => err,
+        }
+    }
+
+    /// Asserts that `e` fails with a message containing `msg`.
+    pub fn fails(e: &str, msg: &str) {
+        let m = err(e);
+        assert!(m.contains(msg), "{e}: expected «{msg}» in:\n{m}");
+    }
+}
