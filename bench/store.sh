@@ -152,14 +152,21 @@ export -f cmd_nix_sha256 cmd_rocmx_sha256 cmd_nar_b3sum cmd_rocmx_blake3
 export tree ROCMX NIX_HASH_BIN NIX_STORE_BIN B3SUM_BIN
 
 # ---------------------------------------------------------------------------
-# PLACEHOLDER: `rocmx store add` against `nix-store --add`.
-# `rocmx store add` is being written elsewhere. The pair runs only when
-# `rocmx store add --help` succeeds and does not say "not implemented", and a
-# trial add of a small tree succeeds (a stub's --help looks like the real
-# thing). Both sides add a fresh tree on every run: rocmx into a new empty
-# `--store` directory, Nix into /nix/store as it is (the reference), with the
-# added path deleted after each run (outside the timing) so that the next run
-# copies again instead of finding the path valid.
+# SECTION store add: `rocmx store add` against `nix-store --add`.
+# The pair runs only when `rocmx store add --help` succeeds and does not say
+# "not implemented", and a trial add of a small tree succeeds.
+#
+# Both sides copy the whole tree on every run:
+# - rocmx adds TREE into a new, empty `--store` directory each run;
+# - Nix adds, each run, a new hard-link copy of TREE (`cp -al`, made outside
+#   the timing; same files, same page cache) holding one extra small file with
+#   unique content, so that its store path is new and nothing is found valid.
+#   The command prints only the name part of the path, which is stable.
+# Nothing is deleted between runs (rocmx's stores and Nix's paths go on exit):
+# on ext4 without a journal, creating inodes where many were deleted in the
+# last 30 s is slow (`recently_deleted`), which would charge one side for the
+# other's clean-up. After each add, `sync` (untimed) writes its data back, so
+# that the next run, and rocmx's `syncfs`, do not pay for the previous one.
 
 add_enabled=0
 add_reason=""
@@ -178,29 +185,49 @@ else
     add_reason="rocmx store add --help failed or says not implemented"
 fi
 store_seq=0
+nix_seq=0
+export NIX_ADD_LAST=$tmp/nix_add.path
 cmd_rocmx_add() { "$ROCMX" --store "$ADD_STORE" store add "$tree"; }
-cmd_nix_add() { "$NIX_STORE_BIN" --add "$tree"; }
+cmd_nix_add() {
+    local p
+    p=$("$NIX_STORE_BIN" --add "$NIX_TREE") || return
+    echo "$p" >"$NIX_ADD_LAST"
+    echo "${p#/nix/store/*-}"
+}
 export -f cmd_rocmx_add cmd_nix_add
-# Before each add run (untimed): a fresh, not yet existing store root.
+# The hard-link copy of the tree that the next `nix-store --add` adds (untimed).
+next_nix_tree() {
+    nix_seq=$((nix_seq + 1))
+    local dir=$tmp/nix-tree.$nix_seq
+    mkdir "$dir"
+    # Hard links need one filesystem; a TREE elsewhere is copied (untimed).
+    if ! cp -al "$tree" "$dir/$(basename "$tree")" 2>/dev/null; then
+        rm -rf "$dir/$(basename "$tree")"
+        cp -a "$tree" "$dir/$(basename "$tree")" || die "copying the tree for nix-store --add failed"
+    fi
+    printf 'rocmx bench run %s %s %s\n' "$nix_seq" "$$" "${EPOCHREALTIME:-$(date +%s%N)}" \
+        >"$dir/$(basename "$tree")/.rocmx-bench-unique"
+    export NIX_TREE=$dir/$(basename "$tree")
+}
+if ((add_enabled)); then
+    next_nix_tree
+    sync
+fi
+# Before each rocmx add run (untimed): a fresh, not yet existing store root.
 before_rocmx_add() {
     store_seq=$((store_seq + 1))
     export ADD_STORE=$tmp/add-store.$store_seq
 }
-# After each add run (untimed): drop what it created.
+# After each add run (untimed): keep what it created until exit; write it back.
 after_rocmx_add() {
-    chmod -R u+w "$ADD_STORE" 2>/dev/null || true
-    rm -rf "$ADD_STORE"
+    sync
 }
 after_nix_add() {
-    local p
-    p=$(cat "$tmp/nix_add.out")
-    nix_added+=("$p")
-    if ! "$NIX_STORE_BIN" --delete "$p" >/dev/null 2>"$tmp/nix_delete.err"; then
-        echo "warning: could not delete $p; later nix-store --add runs find it valid:" >&2
-        sed 's/^/    /' "$tmp/nix_delete.err" >&2
-    fi
+    nix_added+=("$(cat "$NIX_ADD_LAST")")
+    next_nix_tree
+    sync
 }
-# END PLACEHOLDER
+# END SECTION store add
 # ---------------------------------------------------------------------------
 
 tasks=(nix_sha256 rocmx_sha256 nar_b3sum rocmx_blake3)

@@ -1,13 +1,364 @@
-//! `rocmx path_info` (being written).
+//! `rocmx path-info [--json] [-r|--recursive] [-s|--size] [-S|--closure-size] PATH…`:
+//! what the local store records about paths, in the format of `nix path-info` (Nix 2.8).
+//!
+//! Also owns the helpers that the other local-store commands (`store add|gc|delete|verify`,
+//! `why-depends`) share: opening the store named by `--store`, turning arguments into store
+//! paths, wording store errors, writing to standard output.
+//!
+//! Output order is Nix's: the paths (with `-r`, their closure) topologically sorted,
+//! dependencies first, ties in path order. Sizes are NAR sizes; the closure size is the sum
+//! over the closure.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
 
 use clap::Args;
+use rocmx_store::{LocalStore, PathInfo, StoreError, StorePath};
+
+use super::StoreOpt;
 
 #[derive(Args, Debug)]
 pub struct PathInfoArgs {
-    pub args: Vec<String>,
+    /// Print a JSON array of objects: path, narHash (SRI), narSize, references, ca,
+    /// closureSize (with -S), deriver, registrationTime, signatures.
+    #[arg(long)]
+    pub json: bool,
+    /// Apply to the closure of the paths (the paths and everything they refer to).
+    #[arg(short = 'r', long)]
+    pub recursive: bool,
+    /// Print the NAR size of each path.
+    #[arg(short = 's', long = "size")]
+    pub size: bool,
+    /// Print the closure size of each path (the sum of the NAR sizes of its closure).
+    #[arg(short = 'S', long = "closure-size")]
+    pub closure_size: bool,
+    /// Print sizes as 12.3M rather than in bytes (`-h` in Nix; here `-h` is help).
+    #[arg(long = "human-readable")]
+    pub human_readable: bool,
+    /// Store paths: /rocmx/store/<hash>-<name>, their physical location under the store
+    /// root, or a symlink (such as `result`) to either.
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
 }
 
-pub fn run(_a: PathInfoArgs, _s: &super::StoreOpt) -> i32 {
-    eprintln!("error: not implemented yet");
-    1
+pub fn run(a: PathInfoArgs, s: &StoreOpt) -> i32 {
+    exit_code(run_inner(&a, s))
+}
+
+fn run_inner(a: &PathInfoArgs, s: &StoreOpt) -> Result<(), Fail> {
+    let store = open_store(s)?;
+    let mut given = BTreeSet::new();
+    for p in &a.paths {
+        let sp = store_path_arg(&store, p)?;
+        require_valid(&store, &sp)?;
+        given.insert(sp);
+    }
+    let set: BTreeSet<StorePath> = if a.recursive {
+        let v: Vec<StorePath> = given.iter().cloned().collect();
+        store.closure(&v).map_err(|e| Fail::Msg(store_msg(&e)))?
+    } else {
+        given
+    };
+    let mut infos: BTreeMap<StorePath, PathInfo> = BTreeMap::new();
+    for p in &set {
+        infos.insert(p.clone(), info_of(&store, p)?);
+    }
+    let order = topo_sort(&set, |p| {
+        infos
+            .get(p)
+            .map(|i| i.references.clone())
+            .unwrap_or_default()
+    });
+    let closure_sizes: BTreeMap<StorePath, u64> = if a.closure_size {
+        let mut m = BTreeMap::new();
+        for p in &order {
+            m.insert(p.clone(), closure_size(&store, p, &mut infos)?);
+        }
+        m
+    } else {
+        BTreeMap::new()
+    };
+
+    let mut out = io::BufWriter::new(io::stdout().lock());
+    if a.json {
+        let mut text = String::from("[");
+        for (i, p) in order.iter().enumerate() {
+            if i > 0 {
+                text.push(',');
+            }
+            let info = &infos[p];
+            text.push_str(&json_object(info, closure_sizes.get(p).copied()));
+        }
+        text.push_str("]\n");
+        out.write_all(text.as_bytes())
+            .map_err(|e| Fail::write(&e))?;
+    } else {
+        let width = order.iter().map(|p| p.to_string().len()).max().unwrap_or(0);
+        for p in &order {
+            let info = &infos[p];
+            let mut line = p.to_string();
+            if a.size || a.closure_size {
+                line.push_str(&" ".repeat(width - line.len()));
+            }
+            if a.size {
+                line.push_str(&size_column(info.nar_size, a.human_readable));
+            }
+            if a.closure_size {
+                line.push_str(&size_column(closure_sizes[p], a.human_readable));
+            }
+            line.push('\n');
+            out.write_all(line.as_bytes())
+                .map_err(|e| Fail::write(&e))?;
+        }
+    }
+    out.flush().map_err(|e| Fail::write(&e))
+}
+
+/// `\t%11d`, or with `human` `\t%6.1f<unit>` (K, M, G, …), as `nix path-info` prints sizes.
+fn size_column(n: u64, human: bool) -> String {
+    if !human {
+        return format!("\t{n:>11}");
+    }
+    let mut v = n as f64;
+    let mut unit = ' ';
+    for u in ['K', 'M', 'G', 'T', 'P', 'E', 'Z', 'Y'] {
+        if v <= 1024.0 {
+            break;
+        }
+        v /= 1024.0;
+        unit = u;
+    }
+    format!("\t{v:>6.1}{unit}")
+}
+
+/// One object of `--json`, keys in Nix's order.
+fn json_object(info: &PathInfo, closure_size: Option<u64>) -> String {
+    let s = |x: &str| serde_json::Value::String(x.to_string()).to_string();
+    let refs: Vec<String> = info.references.iter().map(|r| s(&r.to_string())).collect();
+    let sigs: Vec<String> = info.signatures.iter().map(|x| s(x)).collect();
+    let mut o = format!(
+        "{{\"path\":{},\"narHash\":{},\"narSize\":{},\"references\":[{}],\"ca\":{}",
+        s(&info.path.to_string()),
+        s(&info.nar_hash.to_sri()),
+        info.nar_size,
+        refs.join(","),
+        info.ca.as_deref().map_or("null".to_string(), s),
+    );
+    if let Some(c) = closure_size {
+        o.push_str(&format!(",\"closureSize\":{c}"));
+    }
+    o.push_str(&format!(
+        ",\"deriver\":{},\"registrationTime\":{},\"signatures\":[{}]}}",
+        info.deriver
+            .as_ref()
+            .map_or("null".to_string(), |d| s(&d.to_string())),
+        info.registration_time,
+        sigs.join(","),
+    ));
+    o
+}
+
+/// The sum of the NAR sizes of `p`'s closure; `infos` caches what was read.
+fn closure_size(
+    store: &LocalStore,
+    p: &StorePath,
+    infos: &mut BTreeMap<StorePath, PathInfo>,
+) -> Result<u64, Fail> {
+    let closure = store
+        .closure(std::slice::from_ref(p))
+        .map_err(|e| Fail::Msg(store_msg(&e)))?;
+    let mut total = 0u64;
+    for q in closure {
+        if !infos.contains_key(&q) {
+            let i = info_of(store, &q)?;
+            infos.insert(q.clone(), i);
+        }
+        total = total.saturating_add(infos[&q].nar_size);
+    }
+    Ok(total)
+}
+
+fn info_of(store: &LocalStore, p: &StorePath) -> Result<PathInfo, Fail> {
+    match store.path_info(p) {
+        Ok(Some(i)) => Ok(i),
+        Ok(None) => Err(Fail::Msg(not_valid_msg(store, p))),
+        Err(e) => Err(Fail::Msg(store_msg(&e))),
+    }
+}
+
+/// `set` in Nix's order: a depth-first post-order (references before referrers) over the
+/// paths in path order, following only references inside `set`. References on a cycle
+/// (impossible for content-addressed paths) are cut where the walk meets them.
+pub(crate) fn topo_sort(
+    set: &BTreeSet<StorePath>,
+    refs: impl Fn(&StorePath) -> BTreeSet<StorePath>,
+) -> Vec<StorePath> {
+    let mut out = Vec::with_capacity(set.len());
+    let mut visited: BTreeSet<StorePath> = BTreeSet::new();
+    for start in set {
+        if visited.contains(start) {
+            continue;
+        }
+        visited.insert(start.clone());
+        // (node, its references still to visit)
+        let mut stack: Vec<(StorePath, Vec<StorePath>)> =
+            vec![(start.clone(), children(start, set, &refs))];
+        while let Some((_, todo)) = stack.last_mut() {
+            match todo.pop() {
+                Some(c) => {
+                    if visited.insert(c.clone()) {
+                        let cs = children(&c, set, &refs);
+                        stack.push((c, cs));
+                    }
+                }
+                None => {
+                    if let Some((n, _)) = stack.pop() {
+                        out.push(n);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// References of `p` inside `set`, itself excluded, in reverse order (popped from the end).
+fn children(
+    p: &StorePath,
+    set: &BTreeSet<StorePath>,
+    refs: &impl Fn(&StorePath) -> BTreeSet<StorePath>,
+) -> Vec<StorePath> {
+    let mut v: Vec<StorePath> = refs(p)
+        .into_iter()
+        .filter(|r| r != p && set.contains(r))
+        .collect();
+    v.reverse();
+    v
+}
+
+// ---------------------------------------------------------------------------------------
+// Shared with `store/local.rs` and `why_depends.rs`.
+
+/// Why a command failed.
+#[derive(Debug)]
+pub(crate) enum Fail {
+    /// Print `error: <message>`, exit 1.
+    Msg(String),
+    /// Already reported; exit 1.
+    Reported,
+    /// Standard output went away: exit 1 quietly.
+    BrokenPipe,
+}
+
+impl Fail {
+    /// A failure to write standard output.
+    pub(crate) fn write(e: &io::Error) -> Fail {
+        if e.kind() == io::ErrorKind::BrokenPipe {
+            Fail::BrokenPipe
+        } else {
+            Fail::Msg(format!("writing to standard output: {e}"))
+        }
+    }
+}
+
+/// Reports a failure (if any) and gives the exit code.
+pub(crate) fn exit_code(r: Result<(), Fail>) -> i32 {
+    match r {
+        Ok(()) => 0,
+        Err(Fail::Msg(m)) => {
+            eprintln!("error: {m}");
+            1
+        }
+        Err(Fail::Reported | Fail::BrokenPipe) => 1,
+    }
+}
+
+/// The store at `--store DIR` / `ROCMX_STORE`, or at the default root.
+pub(crate) fn open_store(s: &StoreOpt) -> Result<LocalStore, Fail> {
+    let root = s.root.clone().unwrap_or_else(LocalStore::default_root);
+    LocalStore::open(&root).map_err(|e| {
+        Fail::Msg(format!(
+            "opening the store at '{}': {}",
+            root.display(),
+            store_msg(&e)
+        ))
+    })
+}
+
+/// The store path an argument designates: `/rocmx/store/<hash>-<name>[/sub]`, the same under
+/// the physical root, or a symlink to either. A subpath is ignored.
+pub(crate) fn store_path_arg(store: &LocalStore, p: &Path) -> Result<StorePath, Fail> {
+    match store.to_store_path(p) {
+        Ok((sp, _sub)) => Ok(sp),
+        Err(StoreError::NotInStore { .. }) => Err(Fail::Msg(format!(
+            "path '{}' is not in the store ({}, physically '{}')",
+            p.display(),
+            rocmx_store::STORE_DIR,
+            store.store_dir().display()
+        ))),
+        Err(e) => Err(Fail::Msg(format!("'{}': {}", p.display(), store_msg(&e)))),
+    }
+}
+
+/// Fails with Nix's "path '…' is not valid" unless `p` is valid.
+pub(crate) fn require_valid(store: &LocalStore, p: &StorePath) -> Result<(), Fail> {
+    match store.is_valid(p) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(Fail::Msg(not_valid_msg(store, p))),
+        Err(e) => Err(Fail::Msg(store_msg(&e))),
+    }
+}
+
+pub(crate) fn not_valid_msg(store: &LocalStore, p: &StorePath) -> String {
+    format!(
+        "path '{p}' is not valid (store at '{}')",
+        store.root().display()
+    )
+}
+
+/// A store error's message, with Nix's wording for an invalid path.
+pub(crate) fn store_msg(e: &StoreError) -> String {
+    match e {
+        StoreError::NotValid { path, root } => {
+            format!("path '{path}' is not valid (store at '{}')", root.display())
+        }
+        other => other.to_string(),
+    }
+}
+
+/// `n` bytes as Nix prints freed space: `12.34 MiB`.
+pub(crate) fn mib(n: u64) -> String {
+    format!("{:.2} MiB", n as f64 / (1024.0 * 1024.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sp(c: char, name: &str) -> StorePath {
+        format!("/rocmx/store/{}-{name}", c.to_string().repeat(32))
+            .parse()
+            .expect("path")
+    }
+
+    #[test]
+    fn topo_sort_puts_references_first_as_nix_does() {
+        let (a, b, c) = (sp('v', "a"), sp('s', "b"), sp('p', "c"));
+        let mut refs: BTreeMap<StorePath, BTreeSet<StorePath>> = BTreeMap::new();
+        refs.insert(c.clone(), [b.clone()].into());
+        refs.insert(b.clone(), [a.clone(), b.clone()].into());
+        let get = |p: &StorePath| refs.get(p).cloned().unwrap_or_default();
+        let all: BTreeSet<StorePath> = [a.clone(), b.clone(), c.clone()].into();
+        assert_eq!(topo_sort(&all, get), vec![a.clone(), b.clone(), c.clone()]);
+        let some: BTreeSet<StorePath> = [a.clone(), c.clone()].into();
+        assert_eq!(topo_sort(&some, get), vec![c, a]);
+    }
+
+    #[test]
+    fn sizes_as_nix_prints_them() {
+        assert_eq!(size_column(120, false), "\t        120");
+        assert_eq!(size_column(1536, true), "\t   1.5K");
+        assert_eq!(mib(3 * 1024 * 1024 / 2), "1.50 MiB");
+    }
 }
