@@ -66,7 +66,7 @@ fn main() {
                 Command::Eval(args) => cmd::eval::run(args),
                 Command::Store(args) => cmd::store::run(args, &store),
                 Command::PathInfo(args) => cmd::path_info::run(args, &store),
-                Command::Hash(args) => cmd::hash::run(args),
+                Command::Hash(args) => cmd::hash::run(args, &store),
                 Command::WhyDepends(args) => cmd::why_depends::run(args, &store),
             }
         });

@@ -435,3 +435,48 @@ fn usage_errors_exit_2() {
     assert!(help.status.success());
     assert!(text(&help).contains("SRI"), "{}", text(&help));
 }
+
+/// A logical `/rocmx/store/…` path is hashed from the physical store given by
+/// `--store` (regression: `hash` once ignored `--store`).
+#[test]
+fn logical_store_path_maps_to_store_root() {
+    let store = tempfile::tempdir().unwrap();
+    let src = tempfile::tempdir().unwrap();
+    let file = src.path().join("greeting.txt");
+    fs::write(&file, b"hello rocmx\n").unwrap();
+    let added = rocmx()
+        .arg("--store")
+        .arg(store.path())
+        .args(["store", "add"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(added.status.success(), "{}", err(&added));
+    let logical = text(&added).trim().to_string();
+    assert!(logical.starts_with("/rocmx/store/"), "{logical}");
+    let out = rocmx()
+        .arg("--store")
+        .arg(store.path())
+        .args(["hash", "file", "--type", "sha256", "--base16", &logical])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", err(&out));
+    assert_eq!(text(&out).trim(), sha256_hex(b"hello rocmx\n"));
+}
+
+fn sha256_hex(data: &[u8]) -> String {
+    let out = Command::new("sha256sum")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            c.stdin.take().unwrap().write_all(data)?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}

@@ -75,7 +75,8 @@ impl HashOpts {
     }
 }
 
-pub fn run(a: HashArgs) -> i32 {
+/// `store` maps logical `/rocmx/store/…` paths to the physical store root.
+pub fn run(a: HashArgs, store: &super::StoreOpt) -> i32 {
     let (flat, opts) = match a.mode {
         Mode::Path(o) => (false, o),
         Mode::File(o) => (true, o),
@@ -91,7 +92,8 @@ pub fn run(a: HashArgs) -> i32 {
     let enc = opts.encoding();
     let mut out = io::stdout().lock();
     let mut failed = false;
-    for path in &opts.paths {
+    for given in &opts.paths {
+        let path = &super::store::nar::locate(given, store).physical;
         let hashed = if flat {
             hash_file(path, algo)
         } else {

@@ -5,7 +5,7 @@
 //! gc, delete, verify).
 
 mod local;
-mod nar;
+pub(crate) mod nar;
 
 use clap::{Args, Subcommand};
 

@@ -58,9 +58,9 @@ pub struct CatArgs {
 // Logical → physical paths.
 
 /// A path as the user named it and where it is on disk.
-struct Located {
-    given: PathBuf,
-    physical: PathBuf,
+pub(crate) struct Located {
+    pub(crate) given: PathBuf,
+    pub(crate) physical: PathBuf,
 }
 
 impl fmt::Display for Located {
@@ -77,7 +77,7 @@ impl fmt::Display for Located {
 /// Maps a logical store path `/rocmx/store/<base>[/sub]` to `<root>/store/<base>[/sub]`; any
 /// other path maps to itself. When the physical path does not exist but the logical one
 /// does, the logical one is used.
-fn locate(path: &Path, store: &StoreOpt) -> Located {
+pub(crate) fn locate(path: &Path, store: &StoreOpt) -> Located {
     let given = path.to_path_buf();
     let Ok(rest) = path.strip_prefix(STORE_DIR) else {
         return Located {
