@@ -8,5 +8,13 @@
 //! It depends only on `rocmx-store`. It must not evaluate expressions (that is
 //! `rocmx-lang`'s job) nor parse command lines (that is the binary's job).
 //!
-//! Status: the workspace exists; realisation lands with the issue "Derivations, the
-//! rootless sandbox, and `rocmx build`".
+//! Status: the rootless sandbox ([`sandbox`]) is here, as a library that runs one
+//! builder with explicit inputs; derivations, scheduling and the rest land with the
+//! issue "Derivations, the rootless sandbox, and `rocmx build`".
+//!
+//! `unsafe` is allowed only in [`sandbox`], for the raw syscalls around `fork`.
+
+#![deny(unsafe_code)]
+
+#[allow(unsafe_code)]
+pub mod sandbox;

@@ -1,0 +1,596 @@
+//! Code that runs after `fork`, in the sandbox's processes.
+//!
+//! Process tree (host view):
+//!
+//! ```text
+//! rocmx (parent) ── fork ─▶ helper ── unshare(user,mnt,pid,uts,ipc[,net]); id maps
+//!                               └── fork ─▶ init (pid 1 of the new pid ns): mounts,
+//!                                            pivot_root, hostname, drops capabilities
+//!                                               └── fork ─▶ builder (pid 2): execve
+//! ```
+//!
+//! The parent may be multi-threaded, so everything here sticks to raw syscalls on data
+//! the parent prepared ([`Prepared`]): no allocation, no locks, no `std::io`. The one
+//! exception is the `caps` crate, whose *error* paths format a `String` (its success
+//! paths are plain prctl/capget/capset calls); glibc's malloc stays usable after `fork`.
+//! Failures are reported to the parent as records on the status pipe
+//! ([`super::protocol`]) and end the process with `_exit`.
+
+use std::ffi::{CStr, CString};
+use std::os::fd::{BorrowedFd, RawFd};
+
+use nix::errno::Errno;
+use nix::fcntl::{open, OFlag};
+use nix::mount::{mount, umount2, MntFlags, MsFlags};
+use nix::sched::{unshare, CloneFlags};
+use nix::sys::stat::Mode;
+use nix::sys::wait::{waitpid, WaitStatus};
+use nix::unistd::{chdir, fork, getppid, mkdir, pivot_root, sethostname, setsid, ForkResult, Pid};
+
+use super::plan::{Action, PlannedAction};
+use super::protocol::{RecordBuf, Step, TAG_ERROR, TAG_EXIT, TAG_PID, TAG_SIGNAL};
+
+/// Everything the sandbox processes need, prepared before `fork`.
+pub(super) struct Prepared {
+    pub flags: CloneFlags,
+    pub parent_pid: Pid,
+    /// Host root: drop supplementary groups before entering the user namespace (an
+    /// unprivileged caller cannot, and `setgroups` is denied inside).
+    pub clear_groups: bool,
+    /// `"1000 <outer euid> 1\n"`.
+    pub uid_map: Vec<u8>,
+    /// `"100 <outer egid> 1\n"`.
+    pub gid_map: Vec<u8>,
+    /// Host path the new root is mounted on.
+    pub root: CString,
+    pub actions: Vec<PlannedAction>,
+    /// Bring `lo` up (only in a new network namespace).
+    pub loopback_up: bool,
+    /// Capabilities known to the caps crate, and the kernel's last capability number.
+    pub all_caps: Vec<caps::Capability>,
+    pub last_cap: u32,
+    pub builder: CString,
+    /// NULL-terminated pointer arrays into `_argv` / `_envp`.
+    pub argv: Vec<*const libc::c_char>,
+    pub envp: Vec<*const libc::c_char>,
+    pub _argv: Vec<CString>,
+    pub _envp: Vec<CString>,
+    /// The seccomp filter against setuid/setgid files.
+    pub seccomp: Vec<super::seccomp::SockFilter>,
+    /// The pipes' write ends (every other inherited descriptor is closed).
+    pub log_write: RawFd,
+    pub status_write: RawFd,
+    pub devnull: RawFd,
+}
+
+/// Writes one record to the status pipe (errors ignored: nobody left to tell).
+fn send(fd: RawFd, rec: &mut RecordBuf) {
+    // SAFETY: `fd` is the status pipe's write end, open for the life of this process.
+    let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+    let _ = nix::unistd::write(fd, rec.bytes());
+}
+
+/// Reports a failed step and exits.
+fn fail(fd: RawFd, step: Step, err: Errno, what: &[&[u8]]) -> ! {
+    let mut rec = RecordBuf::new(TAG_ERROR, step as u8, err as i32);
+    for part in what {
+        rec.push(part);
+    }
+    send(fd, &mut rec);
+    exit(1)
+}
+
+fn exit(code: i32) -> ! {
+    // SAFETY: `_exit` is async-signal-safe and skips atexit handlers and stdio flushing,
+    // which belong to the parent's copy of the process.
+    unsafe { libc::_exit(code) }
+}
+
+fn close(fd: RawFd) {
+    // SAFETY: closing a descriptor this process owns (a copy inherited through fork).
+    unsafe { libc::close(fd) };
+}
+
+/// Writes `data` to a `/proc/self/...` file; `Ok` when the file does not exist and
+/// `missing_ok`.
+fn write_proc_file(path: &CStr, data: &[u8], missing_ok: bool) -> Result<(), Errno> {
+    let fd = match open(path, OFlag::O_WRONLY | OFlag::O_CLOEXEC, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(Errno::ENOENT) if missing_ok => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let n = nix::unistd::write(&fd, data)?;
+    if n != data.len() {
+        return Err(Errno::EIO);
+    }
+    Ok(())
+}
+
+/// Closes every descriptor from 3 up, except those in `keep` (sorted ascending).
+///
+/// The helper and init never `execve`, so `O_CLOEXEC` does not protect them: without
+/// this they would hold, for the whole build, every descriptor the (multi-threaded)
+/// parent had open at `fork` time — among them files other threads were writing, which
+/// then could not be executed (`ETXTBSY`).
+fn close_all_but(keep: &[RawFd]) {
+    let mut from: u32 = 3;
+    let mut ranges = [(0u32, 0u32); 4];
+    let mut n = 0;
+    for &k in keep {
+        let k = k as u32;
+        if k >= from {
+            if k > from {
+                ranges[n] = (from, k - 1);
+                n += 1;
+            }
+            from = k + 1;
+        }
+    }
+    ranges[n] = (from, u32::MAX);
+    n += 1;
+    for &(lo, hi) in &ranges[..n] {
+        // SAFETY: close_range(2) on descriptor numbers only.
+        let r = unsafe { libc::syscall(libc::SYS_close_range, lo, hi, 0u32) };
+        if r != 0 {
+            for fd in lo..=hi.min(4096) {
+                close(fd as RawFd);
+            }
+        }
+    }
+}
+
+/// The helper: enters the new namespaces, writes the id maps, forks pid 1 and waits.
+pub(super) fn helper(p: &Prepared) -> ! {
+    let mut keep = [p.log_write, p.status_write, p.devnull];
+    keep.sort_unstable();
+    close_all_but(&keep);
+    let st = p.status_write;
+    let _ = setsid();
+    // SAFETY: prctl(PR_SET_PDEATHSIG) with a valid signal number; no pointers involved.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
+    if getppid() != p.parent_pid {
+        exit(1); // the parent died before we set the death signal
+    }
+    if p.clear_groups {
+        // Host root: no supplementary groups in the sandbox (they would show as nogroup).
+        // The raw syscall: glibc's wrapper would try to broadcast to the parent's threads.
+        // SAFETY: setgroups(0, NULL) passes no memory.
+        unsafe { libc::syscall(libc::SYS_setgroups, 0usize, std::ptr::null::<libc::gid_t>()) };
+    }
+    if let Err(e) = unshare(p.flags) {
+        fail(
+            st,
+            Step::Unshare,
+            e,
+            &[b"unshare(CLONE_NEWUSER|CLONE_NEWNS|CLONE_NEWPID|...)"],
+        );
+    }
+    if let Err(e) = write_proc_file(c"/proc/self/setgroups", b"deny", true) {
+        fail(st, Step::IdMaps, e, &[b"writing /proc/self/setgroups"]);
+    }
+    if let Err(e) = write_proc_file(c"/proc/self/uid_map", &p.uid_map, false) {
+        fail(st, Step::IdMaps, e, &[b"writing /proc/self/uid_map"]);
+    }
+    if let Err(e) = write_proc_file(c"/proc/self/gid_map", &p.gid_map, false) {
+        fail(st, Step::IdMaps, e, &[b"writing /proc/self/gid_map"]);
+    }
+    // SAFETY: this process is single-threaded (it is a fresh fork); the child only runs
+    // `init`, which keeps to raw syscalls.
+    match unsafe { fork() } {
+        Err(e) => fail(st, Step::Fork, e, &[b"forking the sandbox's init"]),
+        Ok(ForkResult::Child) => init(p),
+        Ok(ForkResult::Parent { child }) => {
+            let mut rec = RecordBuf::new(TAG_PID, 0, child.as_raw());
+            send(st, &mut rec);
+            close(p.log_write);
+            close(p.devnull);
+            loop {
+                match waitpid(child, None) {
+                    Err(Errno::EINTR) => continue,
+                    Ok(WaitStatus::Exited(..)) | Ok(WaitStatus::Signaled(..)) | Err(_) => break,
+                    Ok(_) => continue,
+                }
+            }
+            exit(0)
+        }
+    }
+}
+
+/// Reads the flags the kernel locks on the mount at `path` (a user namespace may not
+/// clear them when remounting a bind mount).
+fn locked_flags(path: &CStr) -> Result<MsFlags, Errno> {
+    // SAFETY: `statvfs` is plain old data, valid when zeroed.
+    let mut sfs: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `path` is NUL-terminated and `sfs` a valid out-pointer. glibc fills
+    // `f_flag` from statfs(2)'s `f_flags` (kernels since 2.6.36), without reading files.
+    let r = unsafe { libc::statvfs(path.as_ptr(), &mut sfs) };
+    Errno::result(r)?;
+    let f = sfs.f_flag;
+    let mut out = MsFlags::empty();
+    for (st, ms) in [
+        (libc::ST_NOSUID, MsFlags::MS_NOSUID),
+        (libc::ST_NODEV, MsFlags::MS_NODEV),
+        (libc::ST_NOEXEC, MsFlags::MS_NOEXEC),
+        (libc::ST_NOATIME, MsFlags::MS_NOATIME),
+        (libc::ST_NODIRATIME, MsFlags::MS_NODIRATIME),
+        (libc::ST_RELATIME, MsFlags::MS_RELATIME),
+        (libc::ST_RDONLY, MsFlags::MS_RDONLY),
+    ] {
+        if f & st != 0 {
+            out |= ms;
+        }
+    }
+    Ok(out)
+}
+
+fn run_action(a: &Action) -> Result<(), Errno> {
+    match a {
+        Action::Mkdir { path, mode } => {
+            match mkdir(path.as_c_str(), Mode::from_bits_truncate(*mode)) {
+                Ok(()) | Err(Errno::EEXIST) => Ok(()),
+                Err(e) => Err(e),
+            }
+        }
+        Action::Touch { path } => {
+            let fd = open(
+                path.as_c_str(),
+                OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_CLOEXEC,
+                Mode::from_bits_truncate(0o644),
+            )?;
+            drop(fd);
+            Ok(())
+        }
+        Action::Symlink { target, path } => {
+            nix::unistd::symlinkat(target.as_c_str(), nix::fcntl::AT_FDCWD, path.as_c_str())
+        }
+        Action::WriteFile { path, data } => {
+            let fd = open(
+                path.as_c_str(),
+                OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_TRUNC | OFlag::O_CLOEXEC,
+                Mode::from_bits_truncate(0o644),
+            )?;
+            let mut rest: &[u8] = data;
+            while !rest.is_empty() {
+                match nix::unistd::write(&fd, rest) {
+                    Ok(n) => rest = &rest[n..],
+                    Err(Errno::EINTR) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(())
+        }
+        Action::Mount {
+            source,
+            target,
+            fstype,
+            flags,
+            data,
+            ..
+        } => mount(
+            Some(source.as_c_str()),
+            target.as_c_str(),
+            Some(fstype.as_c_str()),
+            *flags,
+            data.as_deref(),
+        ),
+        Action::Bind {
+            source,
+            target,
+            flags,
+        } => {
+            let bind = |extra: MsFlags| {
+                mount(
+                    Some(source.as_c_str()),
+                    target.as_c_str(),
+                    None::<&CStr>,
+                    MsFlags::MS_BIND | extra,
+                    None::<&CStr>,
+                )
+            };
+            // A user namespace may not bind a mount without the mounts below it that it
+            // inherited (they are locked: EINVAL); then bind the whole tree.
+            let recursive = match bind(MsFlags::empty()) {
+                Ok(()) => false,
+                Err(Errno::EINVAL) => {
+                    bind(MsFlags::MS_REC)?;
+                    true
+                }
+                Err(e) => return Err(e),
+            };
+            let keep = locked_flags(target)?;
+            mount(
+                None::<&CStr>,
+                target.as_c_str(),
+                None::<&CStr>,
+                MsFlags::MS_REMOUNT | MsFlags::MS_BIND | *flags | keep,
+                None::<&CStr>,
+            )?;
+            if recursive {
+                set_attr_recursive(target, *flags)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// `struct mount_attr` of mount_setattr(2).
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+/// Applies read-only / nosuid / nodev to every mount below `target` (Linux ≥ 5.12; on
+/// older kernels only the top mount gets them).
+fn set_attr_recursive(target: &CStr, flags: MsFlags) -> Result<(), Errno> {
+    let mut set = 0u64;
+    if flags.contains(MsFlags::MS_RDONLY) {
+        set |= 0x1; // MOUNT_ATTR_RDONLY
+    }
+    if flags.contains(MsFlags::MS_NOSUID) {
+        set |= 0x2; // MOUNT_ATTR_NOSUID
+    }
+    if flags.contains(MsFlags::MS_NODEV) {
+        set |= 0x4; // MOUNT_ATTR_NODEV
+    }
+    let attr = MountAttr {
+        attr_set: set,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: mount_setattr(AT_FDCWD, path, AT_RECURSIVE, &attr, sizeof attr) with a
+    // NUL-terminated path and a properly sized, initialised struct.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            target.as_ptr(),
+            libc::AT_RECURSIVE as libc::c_uint,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    match Errno::result(r) {
+        Ok(_) | Err(Errno::ENOSYS) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Brings the loopback interface of the new network namespace up.
+fn loopback_up() -> Result<(), Errno> {
+    // SAFETY: plain socket(2) call; the descriptor is closed below.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    Errno::result(fd)?;
+    // SAFETY: `ifreq` is plain old data, valid when zeroed.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (i, b) in b"lo".iter().enumerate() {
+        ifr.ifr_name[i] = *b as libc::c_char;
+    }
+    // SAFETY: SIOCGIFFLAGS/SIOCSIFFLAGS read and write the `ifreq` we own.
+    let r = unsafe { libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut ifr) };
+    let r = if r == 0 {
+        // SAFETY: after SIOCGIFFLAGS the flags member of the union is the active one.
+        unsafe { ifr.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short };
+        // SAFETY: as above.
+        unsafe { libc::ioctl(fd, libc::SIOCSIFFLAGS, &ifr) }
+    } else {
+        r
+    };
+    let res = Errno::result(r).map(drop);
+    close(fd);
+    res
+}
+
+/// Drops every capability from every set, sets `NO_NEW_PRIVS` and installs the seccomp
+/// filter.
+fn drop_privileges(p: &Prepared) -> Result<(), (&'static [u8], Errno)> {
+    use caps::CapSet;
+    let errno = || Errno::last();
+    caps::clear(None, CapSet::Ambient)
+        .map_err(|_| (&b"clearing the ambient capabilities"[..], errno()))?;
+    // The bounding set needs CAP_SETPCAP, which we hold in the new user namespace.
+    for cap in &p.all_caps {
+        caps::drop(None, CapSet::Bounding, *cap)
+            .map_err(|_| (&b"dropping the bounding capabilities"[..], errno()))?;
+    }
+    // Capabilities newer than the caps crate, up to the kernel's last one.
+    for n in 41..=p.last_cap {
+        // SAFETY: prctl(PR_CAPBSET_DROP, n) takes an integer only.
+        let r = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, n as libc::c_ulong, 0, 0, 0) };
+        if r != 0 && Errno::last() != Errno::EINVAL {
+            return Err((b"dropping the bounding capabilities", Errno::last()));
+        }
+    }
+    caps::clear(None, CapSet::Inheritable)
+        .map_err(|_| (&b"clearing the inheritable capabilities"[..], errno()))?;
+    caps::clear(None, CapSet::Permitted).map_err(|_| {
+        (
+            &b"clearing the permitted and effective capabilities"[..],
+            errno(),
+        )
+    })?;
+    // SAFETY: prctl(PR_SET_NO_NEW_PRIVS, 1) takes integers only.
+    let r = unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) };
+    Errno::result(r).map_err(|e| (&b"setting PR_SET_NO_NEW_PRIVS"[..], e))?;
+    super::seccomp::install(&p.seccomp).map_err(|e| (&b"installing the seccomp filter"[..], e))?;
+    Ok(())
+}
+
+/// pid 1 of the new pid namespace: assembles the root, becomes the build user's init.
+fn init(p: &Prepared) -> ! {
+    let st = p.status_write;
+    // SAFETY: integer-only prctl calls. Dying with the helper takes the pid ns down; not
+    // being dumpable keeps the builder (same uid) out of our memory and environment.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+    }
+    if let Err(e) = mount(
+        None::<&CStr>,
+        c"/",
+        None::<&CStr>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&CStr>,
+    ) {
+        fail(
+            st,
+            Step::MountPrivate,
+            e,
+            &[b"making / private in the new mount namespace"],
+        );
+    }
+    for pa in &p.actions {
+        if let Err(e) = run_action(&pa.action) {
+            let step = match pa.action {
+                Action::Mount { proc: true, .. } => Step::MountProc,
+                _ => Step::Mount,
+            };
+            fail(st, step, e, &[&pa.what]);
+        }
+    }
+    // pivot_root(".", "."): the old root ends up stacked on the new one and is detached.
+    if let Err(e) = chdir(p.root.as_c_str()) {
+        fail(st, Step::PivotRoot, e, &[b"entering the new root"]);
+    }
+    if let Err(e) = pivot_root(c".", c".") {
+        fail(st, Step::PivotRoot, e, &[b"pivot_root into the new root"]);
+    }
+    if let Err(e) = umount2(c".", MntFlags::MNT_DETACH) {
+        fail(st, Step::PivotRoot, e, &[b"detaching the old root"]);
+    }
+    if let Err(e) = chdir(c"/") {
+        fail(st, Step::PivotRoot, e, &[b"entering /"]);
+    }
+    if let Err(e) = mount(
+        None::<&CStr>,
+        c"/",
+        None::<&CStr>,
+        MsFlags::MS_REMOUNT
+            | MsFlags::MS_BIND
+            | MsFlags::MS_RDONLY
+            | MsFlags::MS_NOSUID
+            | MsFlags::MS_NODEV,
+        None::<&CStr>,
+    ) {
+        fail(st, Step::Mount, e, &[b"remounting / read-only"]);
+    }
+    if let Err(e) = chdir(c"/build") {
+        fail(st, Step::Mount, e, &[b"entering /build"]);
+    }
+    if let Err(e) = sethostname("localhost") {
+        fail(st, Step::Identity, e, &[b"setting the hostname"]);
+    }
+    if p.loopback_up {
+        if let Err(e) = loopback_up() {
+            fail(
+                st,
+                Step::Identity,
+                e,
+                &[b"bringing up the loopback interface"],
+            );
+        }
+    }
+    if let Err((what, e)) = drop_privileges(p) {
+        fail(st, Step::Identity, e, &[what]);
+    }
+    // SAFETY: single-threaded process; the child only prepares descriptors and execs.
+    match unsafe { fork() } {
+        Err(e) => fail(st, Step::Fork, e, &[b"forking the builder"]),
+        Ok(ForkResult::Child) => builder(p),
+        Ok(ForkResult::Parent { child }) => {
+            close(p.log_write);
+            close(p.devnull);
+            // Reap everything (we are init) until the builder itself is gone.
+            loop {
+                match waitpid(None, None) {
+                    Ok(WaitStatus::Exited(pid, code)) if pid == child => {
+                        send(st, &mut RecordBuf::new(TAG_EXIT, 0, code));
+                        break;
+                    }
+                    Ok(WaitStatus::Signaled(pid, sig, _)) if pid == child => {
+                        send(st, &mut RecordBuf::new(TAG_SIGNAL, 0, sig as i32));
+                        break;
+                    }
+                    Err(Errno::EINTR) | Ok(_) => continue,
+                    Err(_) => break,
+                }
+            }
+            // Exiting as pid 1 kills whatever the builder left running.
+            exit(0)
+        }
+    }
+}
+
+/// The builder process (pid 2): standard descriptors, clean signal state, `execve`.
+fn builder(p: &Prepared) -> ! {
+    let st = p.status_write;
+    // SAFETY: resetting dispositions and the mask with integer/zeroed arguments. Ignored
+    // signals (Rust ignores SIGPIPE) would otherwise survive execve.
+    unsafe {
+        for sig in 1..libc::SIGRTMIN() {
+            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+                libc::signal(sig, libc::SIG_DFL);
+            }
+        }
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+    }
+    // SAFETY: dup2 onto 0, 1, 2 of descriptors we own; close_range only sets CLOEXEC.
+    unsafe {
+        if libc::dup2(p.devnull, 0) < 0
+            || libc::dup2(p.log_write, 1) < 0
+            || libc::dup2(p.log_write, 2) < 0
+        {
+            fail(
+                st,
+                Step::Exec,
+                Errno::last(),
+                &[b"redirecting the builder's output"],
+            );
+        }
+        // Any descriptor the parent leaked without O_CLOEXEC must not reach the builder.
+        if libc::syscall(
+            libc::SYS_close_range,
+            3u32,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        ) != 0
+        {
+            for fd in 3..1024 {
+                if fd != st {
+                    libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+                }
+            }
+        }
+        libc::umask(0o022);
+    }
+    // ETXTBSY: another thread of the parent may just have finished writing the builder,
+    // and a process forked meanwhile may not have closed its copy of that descriptor yet.
+    let mut e = Errno::UnknownErrno;
+    for _ in 0..50 {
+        // SAFETY: `builder`, `argv` and `envp` are NUL-terminated C strings and
+        // NULL-terminated pointer arrays prepared by the parent and alive in this copy of
+        // its memory.
+        unsafe { libc::execve(p.builder.as_ptr(), p.argv.as_ptr(), p.envp.as_ptr()) };
+        e = Errno::last();
+        if e != Errno::ETXTBSY {
+            break;
+        }
+        let pause = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 20_000_000,
+        };
+        // SAFETY: nanosleep with a valid timespec and no remainder pointer.
+        unsafe { libc::nanosleep(&pause, std::ptr::null_mut()) };
+    }
+    fail(
+        st,
+        Step::Exec,
+        e,
+        &[b"executing the builder ", p.builder.as_bytes()],
+    )
+}

@@ -1,0 +1,794 @@
+//! The rootless build sandbox (Linux): user, mount, pid, uts and ipc namespaces, plus a
+//! network namespace unless the build is fixed-output; `pivot_root` into a fresh tmpfs.
+//!
+//! No daemon, no setuid helper: the caller's own privileges are enough, whether it is
+//! root or an ordinary user.
+//!
+//! # The new root
+//!
+//! Only this is visible to the builder (see [`plan`] for the exact list):
+//!
+//! * the inputs, bound read-only (and nosuid, nodev) at their inside paths: a directory
+//!   or file is bind-mounted, a symlink is recreated;
+//! * `/build`: [`SandboxSpec::build_dir`], writable, the working directory;
+//! * the directory that will hold the output (the parent of its inside path), writable;
+//! * a minimal `/dev`: `null`, `zero`, `full`, `random`, `urandom` and `tty` bound from
+//!   the host, a new `devpts` instance with `/dev/ptmx`, a `/dev/shm` tmpfs, and the
+//!   `fd`, `stdin`, `stdout`, `stderr` symlinks;
+//! * a fresh `/proc` for the new pid namespace;
+//! * generated `/etc/passwd`, `/etc/group`, `/etc/hosts` (and, for network builds only,
+//!   a copy of the host's `/etc/resolv.conf`, so that a fixed-output builder can resolve
+//!   names);
+//! * with [`SandboxSpec::rootfs`]: every top-level entry of the rootfs, bound read-only,
+//!   except `dev`, `proc`, `etc`, `build` and the first component of every input and of
+//!   the output (so `/rocmx` belongs to the store); its `/etc` entries are bound one by
+//!   one, except the generated files. Inputs must therefore not live inside a directory
+//!   that the rootfs provides.
+//!
+//! After `pivot_root` the root tmpfs is remounted read-only: the builder can write only
+//! to `/build`, to the output's directory and to `/dev/shm`. Every mount is made in the
+//! new mount namespace, which is private: nothing is ever mounted on the host, and
+//! nothing is left behind when the sandbox dies.
+//!
+//! # The output
+//!
+//! The builder creates the output itself, as in Nix (`mkdir $out`, or a single file for
+//! flat fixed-output derivations). [`SandboxSpec::output`]`.0` must not exist; its parent
+//! must. The sandbox makes a private staging directory next to it
+//! (`.rocmx-sandbox-*`, mode 0700, so no other host user can reach anything the builder
+//! writes during the build) and binds it at the parent of the output's inside path
+//! (`/rocmx/store` typically). When the build ends — whatever its status — the output,
+//! if the builder created it, is moved to `output.0`, its setuid and setgid bits are
+//! stripped, and the staging directory (with anything else the builder wrote next to
+//! the output) is deleted. Output normalisation strips those bits again later.
+//!
+//! # Identity: how ids are mapped
+//!
+//! The sandbox uses **one** user namespace that maps a single id: inside uid 1000 ↦ the
+//! caller's effective uid, inside gid 100 ↦ the caller's effective gid (`setgroups` is
+//! denied first, which the kernel requires of an unprivileged caller). That is the one
+//! mapping any user may write for itself, so root and unprivileged users take the same
+//! path. The process that creates a user namespace holds every capability *in it*,
+//! whatever its uid there, so the setup (mounts, `pivot_root`, hostname) is done as uid
+//! 1000 with full capabilities in the namespace; then every capability is dropped (the
+//! caps crate: ambient, bounding, inheritable, permitted and effective) and
+//! `PR_SET_NO_NEW_PRIVS` is set before the builder is started. No nested user
+//! namespace and no uid 0 inside are needed. Host files that belong to other users
+//! appear owned by `nobody` (65534). Files the builder creates belong, on the host, to
+//! the caller. When the caller is root its supplementary groups are dropped first, so
+//! the builder's groups are exactly `100`; an unprivileged caller's supplementary groups
+//! (which it cannot drop) appear as `nogroup`.
+//!
+//! # Processes
+//!
+//! `run` forks a helper that enters the namespaces and writes the id maps, then forks
+//! the sandbox's pid 1 (an init that reaps orphans), which assembles the root and forks
+//! the builder (pid 2). When the builder exits, pid 1 reports its status and exits,
+//! which kills everything left in the pid namespace. On a timeout, the parent kills
+//! pid 1 (and the helper): the whole pid namespace dies with it. pid 1 is not dumpable,
+//! so the builder cannot read the environment or memory it inherited from the caller.
+//! Failures inside the sandbox's setup come back through a pipe as "what + errno".
+//!
+//! # Setuid and setgid files
+//!
+//! Three layers: a seccomp filter (module `seccomp`) makes `chmod`-family calls and
+//! file creation with `S_ISUID`/`S_ISGID` in the mode fail with `EPERM` (x86_64, i386,
+//! aarch64, arm); `/build` and the output's directory are mounted `nosuid`; and after
+//! the build the output's setuid/setgid bits are cleared (normalisation clears them
+//! again).
+//!
+//! # Network
+//!
+//! Without [`SandboxSpec::network`] the builder gets a new network namespace holding
+//! only `lo`, which is brought up (so builds may use servers on their own loopback).
+//! With it (fixed-output derivations) the host's network namespace is kept.
+//!
+//! # What the builder can still see
+//!
+//! `/proc/1/cmdline` (the sandbox's init is a fork of the caller) shows the caller's
+//! command line; its environment and memory are protected (init is not dumpable). The
+//! kernel's own view (`uname`, `/proc/cpuinfo`, `/proc/meminfo`...) is the host's.
+//!
+//! # Environment
+//!
+//! Exactly [`SandboxSpec::env`] plus `HOME=/homeless-shelter`,
+//! `TMPDIR=TMP=TEMP=TEMPDIR=NIX_BUILD_TOP=/build`, `ROCMX_BUILD_CORES`,
+//! `SOURCE_DATE_EPOCH=1`, `TZ=UTC`, `LANG=C.UTF-8`, and `PATH=/path-not-set` unless
+//! the spec sets `PATH`. These fixed variables win over the spec's (except `PATH`).
+//! The builder's `argv[0]` is the builder's file name; stdin is `/dev/null`; stdout and
+//! stderr both go to [`SandboxSpec::log`]; umask 022; hostname `localhost`; signal
+//! dispositions reset to their defaults.
+
+use std::collections::BTreeMap;
+use std::ffi::CString;
+use std::fmt;
+use std::io::{self, Write};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::fcntl::OFlag;
+use nix::poll::{PollFd, PollFlags, PollTimeout};
+use nix::sched::CloneFlags;
+use nix::sys::signal::{kill, Signal};
+use nix::sys::wait::waitpid;
+use nix::unistd::{fork, getegid, geteuid, getpid, ForkResult, Pid};
+
+mod child;
+pub mod plan;
+mod protocol;
+mod seccomp;
+mod userns;
+
+use protocol::Step;
+pub use userns::check_user_namespaces;
+use userns::HostFacts;
+
+/// What to run in the sandbox and what it may see.
+pub struct SandboxSpec {
+    /// The builder's inside path (it must be inside an input or the rootfs).
+    pub builder: PathBuf,
+    /// Arguments after `argv[0]`.
+    pub args: Vec<String>,
+    /// The derivation's environment; the sandbox adds the fixed variables.
+    pub env: BTreeMap<String, String>,
+    /// `(host path, inside path)`: bound read-only. Inside paths are absolute and
+    /// normalised, and may not be under `/dev`, `/proc`, `/etc` or `/build`.
+    pub inputs: Vec<(PathBuf, PathBuf)>,
+    /// `(host scratch path, inside path)` of the output. The host path must not exist
+    /// (its parent must); the builder creates the inside path, and the sandbox moves it
+    /// to the host path after the build. See the module documentation.
+    pub output: (PathBuf, PathBuf),
+    /// Host directory bound at `/build` (writable, the working directory). It should be
+    /// private to the caller (mode 0700) and deleted after the build.
+    pub build_dir: PathBuf,
+    /// Optional read-only base of `/` (a Debian-style tree); else an empty tmpfs root.
+    pub rootfs: Option<PathBuf>,
+    /// Keep the host's network namespace (fixed-output derivations only).
+    pub network: bool,
+    /// Exported as `ROCMX_BUILD_CORES`.
+    pub cores: u32,
+    /// Kill the build after this long.
+    pub timeout: Option<Duration>,
+    /// Kill the build after this long without output.
+    pub max_silent: Option<Duration>,
+    /// Receives the builder's stdout and stderr, merged.
+    pub log: Box<dyn Write + Send>,
+}
+
+impl fmt::Debug for SandboxSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SandboxSpec")
+            .field("builder", &self.builder)
+            .field("args", &self.args)
+            .field("env", &self.env)
+            .field("inputs", &self.inputs)
+            .field("output", &self.output)
+            .field("build_dir", &self.build_dir)
+            .field("rootfs", &self.rootfs)
+            .field("network", &self.network)
+            .field("cores", &self.cores)
+            .field("timeout", &self.timeout)
+            .field("max_silent", &self.max_silent)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How the builder ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitStatus {
+    /// It exited with this code.
+    Code(i32),
+    /// A signal killed it.
+    Signal(i32),
+}
+
+impl ExitStatus {
+    /// Exit code 0.
+    pub fn success(&self) -> bool {
+        *self == ExitStatus::Code(0)
+    }
+}
+
+impl fmt::Display for ExitStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ExitStatus::Code(c) => write!(f, "exit code {c}"),
+            ExitStatus::Signal(s) => match Signal::try_from(*s) {
+                Ok(sig) => write!(f, "killed by {sig}"),
+                Err(_) => write!(f, "killed by signal {s}"),
+            },
+        }
+    }
+}
+
+/// A finished build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outcome {
+    pub status: ExitStatus,
+    /// From the fork of the sandbox to the builder's end.
+    pub duration: Duration,
+}
+
+fn errno_of(e: &io::Error) -> String {
+    match e.raw_os_error() {
+        Some(n) => format!("{:?} ({})", Errno::from_raw(n), Errno::from_raw(n).desc()),
+        None => e.to_string(),
+    }
+}
+
+/// Why a sandboxed build could not run to its end.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// The kernel refuses user namespaces: why, and how to allow them. rocmx then stops;
+    /// it never builds unsandboxed unless told to.
+    #[error("user namespaces are refused, so rocmx cannot sandbox the build: {reason}\nhow to allow them: {fix}")]
+    UserNamespacesRefused { reason: String, fix: String },
+    /// The spec is unusable (bad inside path, missing input...).
+    #[error("invalid sandbox specification: {0}")]
+    InvalidSpec(String),
+    /// A setup step failed, on the host or inside the sandbox.
+    #[error("sandbox setup failed: {0}: {errno}", errno = errno_of(.1))]
+    Setup(String, #[source] io::Error),
+    /// The builder could not be executed.
+    #[error("{0}: {errno}", errno = errno_of(.1))]
+    Exec(String, #[source] io::Error),
+    /// Writing the log failed; the build was killed.
+    #[error("writing the build log: {0}")]
+    Log(#[source] io::Error),
+    /// Killed after [`SandboxSpec::timeout`].
+    #[error("build timed out after {0:?}")]
+    Timeout(Duration),
+    /// Killed after [`SandboxSpec::max_silent`] without output.
+    #[error("build killed after {0:?} without output")]
+    Silent(Duration),
+    /// The sandbox's processes died without saying why (killed from outside?).
+    #[error("the sandbox died unexpectedly ({0})")]
+    Died(String),
+}
+
+/// The environment the builder sees (sorted `KEY=VALUE`).
+pub fn builder_env(env: &BTreeMap<String, String>, cores: u32) -> BTreeMap<String, String> {
+    let mut out = env.clone();
+    out.entry("PATH".into())
+        .or_insert_with(|| "/path-not-set".into());
+    let fixed = [
+        ("HOME", "/homeless-shelter".to_string()),
+        ("TMPDIR", "/build".into()),
+        ("TMP", "/build".into()),
+        ("TEMP", "/build".into()),
+        ("TEMPDIR", "/build".into()),
+        ("NIX_BUILD_TOP", "/build".into()),
+        ("ROCMX_BUILD_CORES", cores.to_string()),
+        ("SOURCE_DATE_EPOCH", "1".into()),
+        ("TZ", "UTC".into()),
+        ("LANG", "C.UTF-8".into()),
+    ];
+    for (k, v) in fixed {
+        out.insert(k.to_string(), v);
+    }
+    out
+}
+
+/// Removes a directory tree even where the builder made directories read-only.
+fn remove_tree(path: &Path) {
+    if std::fs::remove_dir_all(path).is_ok() || !path.exists() {
+        return;
+    }
+    fn make_writable(p: &Path) {
+        if let Ok(m) = std::fs::symlink_metadata(p) {
+            if m.is_dir() {
+                let _ = std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o700));
+                if let Ok(rd) = std::fs::read_dir(p) {
+                    for e in rd.flatten() {
+                        make_writable(&e.path());
+                    }
+                }
+            }
+        }
+    }
+    make_writable(path);
+    let _ = std::fs::remove_dir_all(path);
+}
+
+/// Clears setuid and setgid bits below `path` (symlinks are left alone).
+fn strip_setid(path: &Path) -> io::Result<()> {
+    let m = std::fs::symlink_metadata(path)?;
+    if m.file_type().is_symlink() {
+        return Ok(());
+    }
+    let mode = m.permissions().mode();
+    if mode & 0o6000 != 0 {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode & 0o1777))?;
+    }
+    if m.is_dir() {
+        for e in std::fs::read_dir(path)? {
+            strip_setid(&e?.path())?;
+        }
+    }
+    Ok(())
+}
+
+/// The staging directory next to the output; removed on drop.
+struct Staging {
+    dir: PathBuf,
+}
+
+impl Staging {
+    fn create(next_to: &Path) -> Result<Staging, SandboxError> {
+        let parent = next_to.parent().unwrap_or(Path::new("/"));
+        let name = next_to
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        for attempt in 0..100u32 {
+            let dir = parent.join(format!(
+                ".rocmx-sandbox-{}-{}-{:x}{}",
+                std::process::id(),
+                name.chars().take(40).collect::<String>(),
+                nanos,
+                attempt
+            ));
+            match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+                Ok(()) => return Ok(Staging { dir }),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => {
+                    return Err(SandboxError::Setup(
+                        format!("creating the staging directory {}", dir.display()),
+                        e,
+                    ))
+                }
+            }
+        }
+        Err(SandboxError::Setup(
+            format!("creating a staging directory in {}", parent.display()),
+            io::Error::from(io::ErrorKind::AlreadyExists),
+        ))
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        remove_tree(&self.dir);
+    }
+}
+
+fn setup_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> SandboxError {
+    let what = what.into();
+    move |e| SandboxError::Setup(what, e)
+}
+
+fn cstring(what: &str, bytes: &[u8]) -> Result<CString, SandboxError> {
+    CString::new(bytes)
+        .map_err(|_| SandboxError::InvalidSpec(format!("{what} contains a NUL byte")))
+}
+
+/// Runs the builder in a fresh sandbox and waits for it. See the module documentation.
+pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
+    // --- validate ---------------------------------------------------------------------
+    let (out_host, out_inside) = spec.output.clone();
+    let out_host = if out_host.is_absolute() {
+        out_host
+    } else {
+        std::env::current_dir()
+            .map_err(setup_err("getcwd"))?
+            .join(out_host)
+    };
+    plan::check_inside_path(&out_inside, "output")?;
+    let out_parent_inside = out_inside.parent().unwrap_or(Path::new("/"));
+    if out_parent_inside == Path::new("/") {
+        return Err(SandboxError::InvalidSpec(format!(
+            "output {}: must be below a directory such as /rocmx/store",
+            out_inside.display()
+        )));
+    }
+    if out_host.symlink_metadata().is_ok() {
+        return Err(SandboxError::InvalidSpec(format!(
+            "output {} already exists on the host (the builder creates it)",
+            out_host.display()
+        )));
+    }
+    let mut inputs = Vec::new();
+    for (src, inside) in &spec.inputs {
+        plan::check_inside_path(inside, "input")?;
+        if inside.starts_with(&out_inside) || out_parent_inside.starts_with(inside) {
+            return Err(SandboxError::InvalidSpec(format!(
+                "input {} overlaps the output {}",
+                inside.display(),
+                out_inside.display()
+            )));
+        }
+        if inputs
+            .iter()
+            .any(|(_, i, _): &(PathBuf, PathBuf, plan::InputKind)| i == inside)
+        {
+            return Err(SandboxError::InvalidSpec(format!(
+                "input {} given twice",
+                inside.display()
+            )));
+        }
+        let meta = std::fs::symlink_metadata(src).map_err(|e| {
+            SandboxError::InvalidSpec(format!("input {}: {}", src.display(), errno_of(&e)))
+        })?;
+        let kind = if meta.file_type().is_symlink() {
+            plan::InputKind::Symlink(
+                std::fs::read_link(src).map_err(setup_err(format!("reading {}", src.display())))?,
+            )
+        } else if meta.is_dir() {
+            plan::InputKind::Dir
+        } else {
+            plan::InputKind::File
+        };
+        let src = if src.is_absolute() {
+            src.clone()
+        } else {
+            std::env::current_dir()
+                .map_err(setup_err("getcwd"))?
+                .join(src)
+        };
+        cstring("input path", src.as_os_str().as_bytes())?;
+        inputs.push((src, inside.clone(), kind));
+    }
+    let build_dir = std::fs::canonicalize(&spec.build_dir).map_err(|e| {
+        SandboxError::InvalidSpec(format!(
+            "build directory {}: {}",
+            spec.build_dir.display(),
+            errno_of(&e)
+        ))
+    })?;
+    let rootfs = match &spec.rootfs {
+        Some(r) => Some(std::fs::canonicalize(r).map_err(|e| {
+            SandboxError::InvalidSpec(format!("rootfs {}: {}", r.display(), errno_of(&e)))
+        })?),
+        None => None,
+    };
+    if !spec.builder.is_absolute() {
+        return Err(SandboxError::InvalidSpec(format!(
+            "builder {}: not an absolute path",
+            spec.builder.display()
+        )));
+    }
+
+    // --- prepare everything the child needs -------------------------------------------
+    let staging = Staging::create(&out_host)?;
+    let root = staging.dir.join("root");
+    let out_dir = staging.dir.join("out");
+    for d in [&root, &out_dir] {
+        std::fs::DirBuilder::new()
+            .mode(0o755)
+            .create(d)
+            .map_err(setup_err(format!("creating {}", d.display())))?;
+    }
+    let resolv_conf = if spec.network {
+        std::fs::read("/etc/resolv.conf").ok()
+    } else {
+        None
+    };
+    let actions = plan::build(&plan::PlanInput {
+        root: &root,
+        inputs,
+        output_parent_host: &out_dir,
+        output_inside: &out_inside,
+        build_dir: &build_dir,
+        rootfs: rootfs.as_deref(),
+        resolv_conf,
+    })?;
+
+    let builder = cstring("builder", spec.builder.as_os_str().as_bytes())?;
+    let arg0 = spec
+        .builder
+        .file_name()
+        .map(|n| n.as_bytes().to_vec())
+        .unwrap_or_default();
+    let mut argv_c = vec![cstring("builder", &arg0)?];
+    for a in &spec.args {
+        argv_c.push(cstring("argument", a.as_bytes())?);
+    }
+    let mut envp_c = Vec::new();
+    for (k, v) in builder_env(&spec.env, spec.cores) {
+        if k.is_empty() || k.contains('=') {
+            return Err(SandboxError::InvalidSpec(format!(
+                "environment variable name {k:?}"
+            )));
+        }
+        envp_c.push(cstring("environment", format!("{k}={v}").as_bytes())?);
+    }
+    let ptrs = |v: &Vec<CString>| {
+        let mut p: Vec<*const libc::c_char> = v.iter().map(|c| c.as_ptr()).collect();
+        p.push(std::ptr::null());
+        p
+    };
+
+    let mut flags = CloneFlags::CLONE_NEWUSER
+        | CloneFlags::CLONE_NEWNS
+        | CloneFlags::CLONE_NEWPID
+        | CloneFlags::CLONE_NEWUTS
+        | CloneFlags::CLONE_NEWIPC;
+    if !spec.network {
+        flags |= CloneFlags::CLONE_NEWNET;
+    }
+    let last_cap: u32 = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(40);
+    let all_caps: Vec<caps::Capability> = caps::all()
+        .into_iter()
+        .filter(|c| u32::from(c.index()) <= last_cap)
+        .collect();
+
+    let (log_r, log_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
+        .map_err(|e| SandboxError::Setup("creating a pipe".into(), e.into()))?;
+    let (st_r, st_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
+        .map_err(|e| SandboxError::Setup("creating a pipe".into(), e.into()))?;
+    let devnull: OwnedFd = std::fs::File::open("/dev/null")
+        .map_err(setup_err("opening /dev/null"))?
+        .into();
+
+    let euid = geteuid();
+    let prepared = child::Prepared {
+        flags,
+        parent_pid: getpid(),
+        clear_groups: euid.is_root(),
+        uid_map: format!("1000 {euid} 1\n").into_bytes(),
+        gid_map: format!("100 {} 1\n", getegid()).into_bytes(),
+        root: cstring("root", root.as_os_str().as_bytes())?,
+        actions,
+        loopback_up: !spec.network,
+        all_caps,
+        last_cap,
+        builder,
+        argv: ptrs(&argv_c),
+        envp: ptrs(&envp_c),
+        _argv: argv_c,
+        _envp: envp_c,
+        seccomp: seccomp::program(),
+        log_write: log_w.as_raw_fd(),
+        status_write: st_w.as_raw_fd(),
+        devnull: devnull.as_raw_fd(),
+    };
+
+    // --- fork ---------------------------------------------------------------------------
+    let start = Instant::now();
+    // SAFETY: the child runs `child::helper`, which only makes raw syscalls on the data
+    // prepared above (see the notes in `child`) and never returns.
+    let helper = match unsafe { fork() } {
+        Err(e) => return Err(SandboxError::Setup("fork".into(), e.into())),
+        Ok(ForkResult::Child) => child::helper(&prepared),
+        Ok(ForkResult::Parent { child }) => child,
+    };
+    drop(log_w);
+    drop(st_w);
+    drop(devnull);
+
+    // --- supervise ----------------------------------------------------------------------
+    let mut status_data = Vec::new();
+    let mut killed: Option<SandboxError> = None;
+    let mut log_error: Option<io::Error> = None;
+    let mut last_output = Instant::now();
+    let mut log_open = true;
+    let mut st_open = true;
+    let mut init_pid: Option<Pid> = None;
+    let mut buf = vec![0u8; 64 * 1024];
+    let kill_all = |init: Option<Pid>| {
+        if let Some(p) = init {
+            let _ = kill(p, Signal::SIGKILL);
+        }
+        let _ = kill(helper, Signal::SIGKILL);
+    };
+    while log_open || st_open {
+        let mut wait: Option<Duration> = None;
+        if killed.is_none() {
+            let now = Instant::now();
+            if let Some(t) = spec.timeout {
+                match (start + t).checked_duration_since(now) {
+                    Some(left) if !left.is_zero() => wait = Some(left),
+                    _ => killed = Some(SandboxError::Timeout(t)),
+                }
+            }
+            if let (Some(s), None) = (spec.max_silent, &killed) {
+                match (last_output + s).checked_duration_since(now) {
+                    Some(left) if !left.is_zero() => {
+                        wait = Some(wait.map_or(left, |w| w.min(left)))
+                    }
+                    _ => killed = Some(SandboxError::Silent(s)),
+                }
+            }
+            if killed.is_some() {
+                // pid 1 dies, and with it the whole pid namespace; the pipes then close.
+                kill_all(init_pid);
+                continue;
+            }
+        }
+        let timeout = match wait {
+            None => PollTimeout::NONE,
+            Some(d) => PollTimeout::try_from(d.as_millis().saturating_add(1).min(60_000) as i32)
+                .unwrap_or(PollTimeout::MAX),
+        };
+        let (log_ready, st_ready) = {
+            let mut fds = Vec::with_capacity(2);
+            if log_open {
+                fds.push(PollFd::new(log_r.as_fd(), PollFlags::POLLIN));
+            }
+            if st_open {
+                fds.push(PollFd::new(st_r.as_fd(), PollFlags::POLLIN));
+            }
+            match nix::poll::poll(&mut fds, timeout) {
+                Ok(0) | Err(Errno::EINTR) => continue,
+                Ok(_) => {}
+                Err(e) => {
+                    kill_all(init_pid);
+                    let _ = waitpid(helper, None);
+                    return Err(SandboxError::Setup("poll".into(), e.into()));
+                }
+            }
+            let ready: Vec<bool> = fds
+                .iter()
+                .map(|f| f.revents().is_some_and(|r| !r.is_empty()))
+                .collect();
+            (
+                log_open && ready[0],
+                st_open && ready[usize::from(log_open)],
+            )
+        };
+        if log_ready {
+            match nix::unistd::read(&log_r, &mut buf) {
+                Ok(0) => log_open = false,
+                Ok(n) => {
+                    last_output = Instant::now();
+                    if log_error.is_none() {
+                        if let Err(e) = spec.log.write_all(&buf[..n]) {
+                            log_error = Some(e);
+                            if killed.is_none() {
+                                kill_all(init_pid);
+                                killed = Some(SandboxError::Died("log".into()));
+                            }
+                        }
+                    }
+                }
+                Err(Errno::EINTR) | Err(Errno::EAGAIN) => {}
+                Err(_) => log_open = false,
+            }
+        }
+        if st_ready {
+            match nix::unistd::read(&st_r, &mut buf) {
+                Ok(0) => st_open = false,
+                Ok(n) => {
+                    status_data.extend_from_slice(&buf[..n]);
+                    if init_pid.is_none() {
+                        init_pid = protocol::parse(&status_data)
+                            .iter()
+                            .find(|r| r.tag == protocol::TAG_PID)
+                            .map(|r| Pid::from_raw(r.value));
+                    }
+                }
+                Err(Errno::EINTR) | Err(Errno::EAGAIN) => {}
+                Err(_) => st_open = false,
+            }
+        }
+    }
+    let duration = start.elapsed();
+    while let Err(Errno::EINTR) = waitpid(helper, None) {}
+    let _ = spec.log.flush();
+
+    // --- results ------------------------------------------------------------------------
+    let finish_output = || -> Result<(), SandboxError> {
+        let made = out_dir.join(out_inside.file_name().expect("checked: below a directory"));
+        if made.symlink_metadata().is_ok() {
+            std::fs::rename(&made, &out_host).map_err(setup_err(format!(
+                "moving the output to {}",
+                out_host.display()
+            )))?;
+            strip_setid(&out_host).map_err(setup_err(format!(
+                "clearing setuid bits in {}",
+                out_host.display()
+            )))?;
+        }
+        Ok(())
+    };
+    if let Some(e) = log_error {
+        return Err(SandboxError::Log(e));
+    }
+    if let Some(e) = killed {
+        return Err(e);
+    }
+    let records = protocol::parse(&status_data);
+    for r in &records {
+        match r.tag {
+            protocol::TAG_EXIT => {
+                finish_output()?;
+                return Ok(Outcome {
+                    status: ExitStatus::Code(r.value),
+                    duration,
+                });
+            }
+            protocol::TAG_SIGNAL => {
+                finish_output()?;
+                return Ok(Outcome {
+                    status: ExitStatus::Signal(r.value),
+                    duration,
+                });
+            }
+            protocol::TAG_ERROR => {
+                let errno = Errno::from_raw(r.value);
+                let step = r.step.unwrap_or(Step::Mount);
+                if step == Step::Exec {
+                    return Err(SandboxError::Exec(
+                        r.message.clone(),
+                        io::Error::from_raw_os_error(r.value),
+                    ));
+                }
+                if let Some(e) = userns::refusal(step, errno, &r.message, &HostFacts::read()) {
+                    return Err(e);
+                }
+                return Err(SandboxError::Setup(
+                    r.message.clone(),
+                    io::Error::from_raw_os_error(r.value),
+                ));
+            }
+            _ => {}
+        }
+    }
+    Err(SandboxError::Died(
+        "no status from the sandbox's init".into(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixed_environment() {
+        let mut env = BTreeMap::new();
+        env.insert("out".to_string(), "/rocmx/store/x".to_string());
+        env.insert("HOME".to_string(), "/somewhere".to_string());
+        let got = builder_env(&env, 3);
+        let expected: BTreeMap<String, String> = [
+            ("HOME", "/homeless-shelter"),
+            ("LANG", "C.UTF-8"),
+            ("NIX_BUILD_TOP", "/build"),
+            ("PATH", "/path-not-set"),
+            ("ROCMX_BUILD_CORES", "3"),
+            ("SOURCE_DATE_EPOCH", "1"),
+            ("TEMP", "/build"),
+            ("TEMPDIR", "/build"),
+            ("TMP", "/build"),
+            ("TMPDIR", "/build"),
+            ("TZ", "UTC"),
+            ("out", "/rocmx/store/x"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        assert_eq!(got, expected);
+        env.insert("PATH".into(), "/rocmx/store/y/bin".into());
+        assert_eq!(builder_env(&env, 1)["PATH"], "/rocmx/store/y/bin");
+    }
+
+    #[test]
+    fn exit_status_display() {
+        assert_eq!(ExitStatus::Code(3).to_string(), "exit code 3");
+        assert_eq!(ExitStatus::Signal(9).to_string(), "killed by SIGKILL");
+        assert!(ExitStatus::Code(0).success());
+        assert!(!ExitStatus::Signal(9).success());
+    }
+
+    #[test]
+    fn setup_error_display() {
+        let e = SandboxError::Setup(
+            "mounting /proc (proc)".into(),
+            io::Error::from_raw_os_error(1),
+        );
+        assert_eq!(
+            e.to_string(),
+            "sandbox setup failed: mounting /proc (proc): EPERM (Operation not permitted)"
+        );
+    }
+}

@@ -1,0 +1,605 @@
+//! The mount plan: everything the sandbox's pid 1 does to build the new root, computed
+//! by the parent *before* forking so that the child only walks a ready list of
+//! C strings and issues syscalls (no allocation, no directory reading after `fork`).
+
+use std::collections::BTreeSet;
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+use nix::mount::MsFlags;
+
+use super::SandboxError;
+
+/// The generated `/etc/passwd`: root, the build user and nobody.
+pub const PASSWD: &str = "root:x:0:0:rocmx build root:/build:/noshell\n\
+rocmxbld:x:1000:100:rocmx build user:/homeless-shelter:/noshell\n\
+nobody:x:65534:65534:nobody:/:/noshell\n";
+
+/// The generated `/etc/group`.
+pub const GROUP: &str = "root:x:0:\nrocmxbld:!:100:\nnogroup:x:65534:\n";
+
+/// The generated `/etc/hosts`.
+pub const HOSTS: &str = "127.0.0.1 localhost\n::1 localhost\n";
+
+/// Host device nodes bind-mounted into the sandbox's `/dev`.
+pub const DEVICES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
+
+/// Top-level names of the new root that the sandbox provides itself (never taken from
+/// a `rootfs`).
+const FIXED_TOP: [&str; 4] = ["dev", "proc", "etc", "build"];
+
+/// Entries of `/etc` that the sandbox generates (never taken from a `rootfs`).
+const GENERATED_ETC: [&str; 3] = ["passwd", "group", "hosts"];
+
+/// One thing pid 1 does while assembling the new root (before `pivot_root`). Every
+/// path is a host path below the new root's mount point.
+#[derive(Debug)]
+pub(super) enum Action {
+    /// `mkdir`; an existing directory is fine.
+    Mkdir { path: CString, mode: u32 },
+    /// Creates an empty file to bind a file onto (an existing one is fine).
+    Touch { path: CString },
+    /// `symlink(target, path)`.
+    Symlink { target: CString, path: CString },
+    /// Writes a generated file (mode 0644).
+    WriteFile { path: CString, data: Vec<u8> },
+    /// `mount(source, target, fstype, flags, data)`.
+    Mount {
+        source: CString,
+        target: CString,
+        fstype: CString,
+        flags: MsFlags,
+        data: Option<CString>,
+        proc: bool,
+    },
+    /// A non-recursive bind mount, then a remount adding `flags` (plus the flags the
+    /// kernel locks on the source mount, which a user namespace may not clear).
+    Bind {
+        source: CString,
+        target: CString,
+        flags: MsFlags,
+    },
+}
+
+/// An action and what to call it in an error message ("mounting /proc").
+#[derive(Debug)]
+pub(super) struct PlannedAction {
+    pub action: Action,
+    pub what: Vec<u8>,
+}
+
+/// What the parent knows about one input before planning.
+#[derive(Debug, Clone)]
+pub(super) enum InputKind {
+    Dir,
+    File,
+    Symlink(PathBuf),
+}
+
+/// The parent's inputs to [`build`].
+pub(super) struct PlanInput<'a> {
+    /// Host directory the new root's tmpfs is mounted on.
+    pub root: &'a Path,
+    /// `(host path, inside path, kind)`, validated.
+    pub inputs: Vec<(PathBuf, PathBuf, InputKind)>,
+    /// Host directory bound read-write at the parent of the output's inside path.
+    pub output_parent_host: &'a Path,
+    /// Inside path of the output.
+    pub output_inside: &'a Path,
+    pub build_dir: &'a Path,
+    pub rootfs: Option<&'a Path>,
+    /// Content for `/etc/resolv.conf` (network builds only).
+    pub resolv_conf: Option<Vec<u8>>,
+}
+
+/// Checks that an inside path is absolute, normal (no `.`, `..`, `//`) and not the root.
+pub(super) fn check_inside_path(p: &Path, what: &str) -> Result<(), SandboxError> {
+    let bad = |why: &str| {
+        Err(SandboxError::InvalidSpec(format!(
+            "{what} {}: {why}",
+            p.display()
+        )))
+    };
+    if !p.is_absolute() {
+        return bad("not an absolute path");
+    }
+    let raw = p.as_os_str().as_bytes();
+    if raw.contains(&0) {
+        return bad("contains a NUL byte");
+    }
+    let mut n = 0;
+    for c in p.components() {
+        match c {
+            Component::RootDir => {}
+            Component::Normal(_) => n += 1,
+            _ => return bad("not a normalised path"),
+        }
+    }
+    if n == 0 || raw.ends_with(b"/") || raw.windows(2).any(|w| w == b"//") {
+        return bad("not a normalised path below /");
+    }
+    let first = first_component(p);
+    if FIXED_TOP.contains(&first.as_str()) {
+        return bad("the sandbox provides /dev, /proc, /etc and /build itself");
+    }
+    Ok(())
+}
+
+fn first_component(p: &Path) -> String {
+    p.components()
+        .find_map(|c| match c {
+            Component::Normal(s) => Some(s.to_string_lossy().into_owned()),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+fn cstr(p: &Path) -> CString {
+    CString::new(p.as_os_str().as_bytes()).expect("paths were checked for NUL bytes")
+}
+
+fn cstr_bytes(b: &[u8]) -> CString {
+    CString::new(b).expect("no NUL byte")
+}
+
+/// `root` + inside path.
+fn host(root: &Path, inside: &Path) -> PathBuf {
+    root.join(inside.strip_prefix("/").unwrap_or(inside))
+}
+
+fn what(verb: &str, inside: &Path, rest: &str) -> Vec<u8> {
+    let mut v = Vec::new();
+    v.extend_from_slice(verb.as_bytes());
+    v.push(b' ');
+    v.extend_from_slice(inside.as_os_str().as_bytes());
+    v.extend_from_slice(rest.as_bytes());
+    v
+}
+
+struct Planner<'a> {
+    root: &'a Path,
+    actions: Vec<PlannedAction>,
+    dirs: BTreeSet<PathBuf>,
+}
+
+impl Planner<'_> {
+    fn push(&mut self, action: Action, what: Vec<u8>) {
+        self.actions.push(PlannedAction { action, what });
+    }
+
+    /// `mkdir -p` of the inside directory `inside` (each missing component once).
+    fn mkdir_p(&mut self, inside: &Path, mode: u32) {
+        let mut acc = PathBuf::from("/");
+        for c in inside.components() {
+            if let Component::Normal(s) = c {
+                acc.push(s);
+                if self.dirs.insert(acc.clone()) {
+                    let path = cstr(&host(self.root, &acc));
+                    self.push(Action::Mkdir { path, mode }, what("creating", &acc, ""));
+                }
+            }
+        }
+    }
+
+    fn mkdir_parent(&mut self, inside: &Path) {
+        if let Some(parent) = inside.parent() {
+            self.mkdir_p(parent, 0o755);
+        }
+    }
+
+    /// Binds `source` at `inside` (creating the mount point for a directory or a file).
+    fn bind(&mut self, source: &Path, inside: &Path, is_dir: bool, flags: MsFlags, desc: &str) {
+        self.mkdir_parent(inside);
+        let target = cstr(&host(self.root, inside));
+        if is_dir {
+            self.mkdir_p(inside, 0o755);
+        } else {
+            self.push(
+                Action::Touch {
+                    path: target.clone(),
+                },
+                what("creating mount point", inside, ""),
+            );
+        }
+        self.push(
+            Action::Bind {
+                source: cstr(source),
+                target,
+                flags,
+            },
+            what("binding", inside, desc),
+        );
+    }
+
+    fn symlink(&mut self, target: &[u8], inside: &Path) {
+        self.mkdir_parent(inside);
+        self.push(
+            Action::Symlink {
+                target: cstr_bytes(target),
+                path: cstr(&host(self.root, inside)),
+            },
+            what("creating symlink", inside, ""),
+        );
+    }
+
+    fn write_file(&mut self, inside: &Path, data: &[u8]) {
+        self.mkdir_parent(inside);
+        self.push(
+            Action::WriteFile {
+                path: cstr(&host(self.root, inside)),
+                data: data.to_vec(),
+            },
+            what("writing", inside, ""),
+        );
+    }
+
+    fn mount(&mut self, fstype: &str, inside: &Path, flags: MsFlags, data: Option<&str>) {
+        self.mkdir_p(inside, 0o755);
+        self.push(
+            Action::Mount {
+                source: cstr_bytes(fstype.as_bytes()),
+                target: cstr(&host(self.root, inside)),
+                fstype: cstr_bytes(fstype.as_bytes()),
+                flags,
+                data: data.map(|d| cstr_bytes(d.as_bytes())),
+                proc: fstype == "proc",
+            },
+            what("mounting", inside, &format!(" ({fstype})")),
+        );
+    }
+
+    /// Binds one entry of a `rootfs` directory (read-only), or recreates its symlink.
+    fn rootfs_entry(&mut self, source: &Path, inside: &Path) -> Result<(), SandboxError> {
+        let meta = std::fs::symlink_metadata(source)
+            .map_err(|e| SandboxError::Setup(format!("reading {}", source.display()), e))?;
+        let ft = meta.file_type();
+        if ft.is_symlink() {
+            let target = std::fs::read_link(source)
+                .map_err(|e| SandboxError::Setup(format!("reading {}", source.display()), e))?;
+            self.symlink(target.as_os_str().as_bytes(), inside);
+        } else if ft.is_dir() || ft.is_file() {
+            self.bind(
+                source,
+                inside,
+                ft.is_dir(),
+                ro_flags(),
+                " from the rootfs read-only",
+            );
+        }
+        // Sockets, fifos and device nodes of a rootfs are not carried over.
+        Ok(())
+    }
+}
+
+/// Read-only, no setuid, no devices: inputs and the rootfs.
+fn ro_flags() -> MsFlags {
+    MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV
+}
+
+/// Writable, but no setuid and no devices: `/build` and the output's directory.
+fn rw_flags() -> MsFlags {
+    MsFlags::MS_NOSUID | MsFlags::MS_NODEV
+}
+
+fn sorted_entries(dir: &Path) -> Result<Vec<(String, PathBuf)>, SandboxError> {
+    let rd = std::fs::read_dir(dir).map_err(|e| {
+        SandboxError::Setup(format!("reading rootfs directory {}", dir.display()), e)
+    })?;
+    let mut v = Vec::new();
+    for e in rd {
+        let e = e.map_err(|e| SandboxError::Setup(format!("reading {}", dir.display()), e))?;
+        let name = e.file_name();
+        if name.as_bytes().contains(&0) {
+            continue;
+        }
+        v.push((name.to_string_lossy().into_owned(), e.path()));
+    }
+    v.sort();
+    Ok(v)
+}
+
+/// Builds the list of actions that assemble the new root under `pi.root`.
+pub(super) fn build(pi: &PlanInput<'_>) -> Result<Vec<PlannedAction>, SandboxError> {
+    let mut p = Planner {
+        root: pi.root,
+        actions: Vec::new(),
+        dirs: BTreeSet::new(),
+    };
+    // The root itself: a fresh tmpfs (remounted read-only after pivot_root).
+    p.push(
+        Action::Mount {
+            source: cstr_bytes(b"tmpfs"),
+            target: cstr(pi.root),
+            fstype: cstr_bytes(b"tmpfs"),
+            flags: MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+            data: Some(cstr_bytes(b"mode=0755")),
+            proc: false,
+        },
+        b"mounting the root tmpfs".to_vec(),
+    );
+
+    let output_parent = pi.output_inside.parent().unwrap_or(Path::new("/"));
+
+    // The rootfs: every top-level entry but those the sandbox provides, and every entry
+    // of its /etc but the generated files.
+    if let Some(rootfs) = pi.rootfs {
+        let mut reserved: BTreeSet<String> = FIXED_TOP.iter().map(|s| s.to_string()).collect();
+        reserved.insert(first_component(pi.output_inside));
+        for (_, inside, _) in &pi.inputs {
+            reserved.insert(first_component(inside));
+        }
+        for (name, source) in sorted_entries(rootfs)? {
+            if reserved.contains(&name) {
+                continue;
+            }
+            p.rootfs_entry(&source, &Path::new("/").join(&name))?;
+        }
+        let etc = rootfs.join("etc");
+        if etc.is_dir() {
+            for (name, source) in sorted_entries(&etc)? {
+                if GENERATED_ETC.contains(&name.as_str())
+                    || (pi.resolv_conf.is_some() && name == "resolv.conf")
+                {
+                    continue;
+                }
+                p.rootfs_entry(&source, &Path::new("/etc").join(&name))?;
+            }
+        }
+    }
+
+    // /etc
+    p.write_file(Path::new("/etc/passwd"), PASSWD.as_bytes());
+    p.write_file(Path::new("/etc/group"), GROUP.as_bytes());
+    p.write_file(Path::new("/etc/hosts"), HOSTS.as_bytes());
+    if let Some(resolv) = &pi.resolv_conf {
+        p.write_file(Path::new("/etc/resolv.conf"), resolv);
+    }
+
+    // /dev
+    p.mkdir_p(Path::new("/dev"), 0o755);
+    for dev in DEVICES {
+        if !Path::new("/dev").join(dev).exists() {
+            continue; // e.g. no /dev/tty in some containers
+        }
+        let inside = Path::new("/dev").join(dev);
+        p.bind(
+            &Path::new("/dev").join(dev),
+            &inside,
+            false,
+            MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+            " from the host",
+        );
+    }
+    p.mount(
+        "devpts",
+        Path::new("/dev/pts"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        Some("newinstance,ptmxmode=0666,mode=0620"),
+    );
+    p.symlink(b"pts/ptmx", Path::new("/dev/ptmx"));
+    p.mount(
+        "tmpfs",
+        Path::new("/dev/shm"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some("mode=1777"),
+    );
+    p.symlink(b"/proc/self/fd", Path::new("/dev/fd"));
+    p.symlink(b"/proc/self/fd/0", Path::new("/dev/stdin"));
+    p.symlink(b"/proc/self/fd/1", Path::new("/dev/stdout"));
+    p.symlink(b"/proc/self/fd/2", Path::new("/dev/stderr"));
+
+    // /proc: mounted while the host's /proc is still visible (the kernel requires a
+    // fully visible procfs in the mount namespace to allow a new one).
+    p.mount(
+        "proc",
+        Path::new("/proc"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        None,
+    );
+
+    // /build
+    p.bind(
+        pi.build_dir,
+        Path::new("/build"),
+        true,
+        rw_flags(),
+        " (the build directory)",
+    );
+
+    // The output's directory and the inputs, parents before children.
+    let mut targets: Vec<(PathBuf, PathBuf, Option<InputKind>)> = vec![(
+        pi.output_parent_host.to_path_buf(),
+        output_parent.to_path_buf(),
+        None,
+    )];
+    for (src, inside, kind) in &pi.inputs {
+        targets.push((src.clone(), inside.clone(), Some(kind.clone())));
+    }
+    targets.sort_by(|a, b| {
+        let da = a.1.components().count();
+        let db = b.1.components().count();
+        da.cmp(&db).then_with(|| a.1.cmp(&b.1))
+    });
+    for (src, inside, kind) in targets {
+        match kind {
+            None => p.bind(&src, &inside, true, rw_flags(), " (the output's directory)"),
+            Some(InputKind::Dir) => p.bind(&src, &inside, true, ro_flags(), " (input) read-only"),
+            Some(InputKind::File) => p.bind(&src, &inside, false, ro_flags(), " (input) read-only"),
+            Some(InputKind::Symlink(target)) => p.symlink(target.as_os_str().as_bytes(), &inside),
+        }
+    }
+    Ok(p.actions)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn describe(actions: &[PlannedAction]) -> Vec<String> {
+        actions
+            .iter()
+            .map(|a| String::from_utf8_lossy(&a.what).into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn inside_paths_are_checked() {
+        for ok in ["/rocmx/store/abc-x", "/a"] {
+            check_inside_path(Path::new(ok), "input").unwrap();
+        }
+        let cases = [
+            ("rocmx/x", "input rocmx/x: not an absolute path"),
+            ("/", "input /: not a normalised path below /"),
+            ("/a/../b", "input /a/../b: not a normalised path"),
+            ("/a/", "input /a/: not a normalised path below /"),
+            (
+                "/dev/x",
+                "input /dev/x: the sandbox provides /dev, /proc, /etc and /build itself",
+            ),
+            (
+                "/build",
+                "input /build: the sandbox provides /dev, /proc, /etc and /build itself",
+            ),
+        ];
+        for (p, msg) in cases {
+            let e = check_inside_path(Path::new(p), "input").unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!("invalid sandbox specification: {msg}")
+            );
+        }
+    }
+
+    #[test]
+    fn plan_without_rootfs() {
+        let pi = PlanInput {
+            root: Path::new("/s/root"),
+            inputs: vec![
+                (
+                    PathBuf::from("/h/in1"),
+                    PathBuf::from("/rocmx/store/aaa-in1"),
+                    InputKind::Dir,
+                ),
+                (
+                    PathBuf::from("/h/f"),
+                    PathBuf::from("/rocmx/store/bbb-f"),
+                    InputKind::File,
+                ),
+                (
+                    PathBuf::from("/h/l"),
+                    PathBuf::from("/rocmx/store/ccc-l"),
+                    InputKind::Symlink(PathBuf::from("aaa-in1")),
+                ),
+            ],
+            output_parent_host: Path::new("/s/out"),
+            output_inside: Path::new("/rocmx/store/zzz-out"),
+            build_dir: Path::new("/b"),
+            rootfs: None,
+            resolv_conf: None,
+        };
+        let plan = build(&pi).unwrap();
+        let expected = [
+            "mounting the root tmpfs",
+            "creating /etc",
+            "writing /etc/passwd",
+            "writing /etc/group",
+            "writing /etc/hosts",
+            "creating /dev",
+            "creating mount point /dev/null",
+            "binding /dev/null from the host",
+            "creating mount point /dev/zero",
+            "binding /dev/zero from the host",
+            "creating mount point /dev/full",
+            "binding /dev/full from the host",
+            "creating mount point /dev/random",
+            "binding /dev/random from the host",
+            "creating mount point /dev/urandom",
+            "binding /dev/urandom from the host",
+            "creating mount point /dev/tty",
+            "binding /dev/tty from the host",
+            "creating /dev/pts",
+            "mounting /dev/pts (devpts)",
+            "creating symlink /dev/ptmx",
+            "creating /dev/shm",
+            "mounting /dev/shm (tmpfs)",
+            "creating symlink /dev/fd",
+            "creating symlink /dev/stdin",
+            "creating symlink /dev/stdout",
+            "creating symlink /dev/stderr",
+            "creating /proc",
+            "mounting /proc (proc)",
+            "creating /build",
+            "binding /build (the build directory)",
+            "creating /rocmx",
+            "creating /rocmx/store",
+            "binding /rocmx/store (the output's directory)",
+            "creating /rocmx/store/aaa-in1",
+            "binding /rocmx/store/aaa-in1 (input) read-only",
+            "creating mount point /rocmx/store/bbb-f",
+            "binding /rocmx/store/bbb-f (input) read-only",
+            "creating symlink /rocmx/store/ccc-l",
+        ];
+        assert_eq!(describe(&plan), expected);
+        match &plan[plan.len() - 2].action {
+            Action::Bind {
+                source,
+                target,
+                flags,
+            } => {
+                assert_eq!(source.to_str().unwrap(), "/h/f");
+                assert_eq!(target.to_str().unwrap(), "/s/root/rocmx/store/bbb-f");
+                assert_eq!(*flags, ro_flags());
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn plan_with_rootfs_skips_reserved_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let rootfs = dir.path();
+        for d in ["usr/bin", "etc/apt", "dev", "proc", "rocmx", "tmp"] {
+            std::fs::create_dir_all(rootfs.join(d)).unwrap();
+        }
+        std::os::unix::fs::symlink("usr/bin", rootfs.join("bin")).unwrap();
+        for f in ["etc/passwd", "etc/os-release", "etc/hosts"] {
+            std::fs::write(rootfs.join(f), "x").unwrap();
+        }
+        let pi = PlanInput {
+            root: Path::new("/s/root"),
+            inputs: vec![],
+            output_parent_host: Path::new("/s/out"),
+            output_inside: Path::new("/rocmx/store/zzz-out"),
+            build_dir: Path::new("/b"),
+            rootfs: Some(rootfs),
+            resolv_conf: Some(b"nameserver 10.0.0.1\n".to_vec()),
+        };
+        let plan = describe(&build(&pi).unwrap());
+        let before_etc: Vec<&str> = plan
+            .iter()
+            .take_while(|s| !s.contains("/etc/passwd"))
+            .map(|s| s.as_str())
+            .collect();
+        assert_eq!(
+            before_etc,
+            [
+                "mounting the root tmpfs",
+                "creating symlink /bin",
+                "creating /tmp",
+                "binding /tmp from the rootfs read-only",
+                "creating /usr",
+                "binding /usr from the rootfs read-only",
+                "creating /etc",
+                "creating /etc/apt",
+                "binding /etc/apt from the rootfs read-only",
+                "creating mount point /etc/os-release",
+                "binding /etc/os-release from the rootfs read-only",
+            ]
+        );
+        assert!(plan.contains(&"writing /etc/resolv.conf".to_string()));
+        assert!(!plan
+            .iter()
+            .any(|s| s.contains("/etc/hosts from the rootfs")));
+    }
+}

@@ -1,0 +1,923 @@
+//! Sandbox probes. Each `probe_*` test runs a busybox shell script as the builder, lets
+//! it try something the sandbox must forbid, writes what happened into `$out`, and
+//! fails if the forbidden thing succeeded.
+//!
+//! Rootless means rootless: `probes_pass_as_an_unprivileged_user` (run as root) re-runs
+//! every `probe_*` test of this binary as uid 65534 through `setpriv`, from a temporary
+//! directory that user owns, and asserts that they pass there too.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rocmx_builder::sandbox::{self, plan, ExitStatus, Outcome, SandboxError, SandboxSpec};
+
+/// Set (to a directory the current user owns) in the unprivileged re-run.
+const UNPRIV_DIR: &str = "ROCMX_SANDBOX_TEST_DIR";
+const BUSYBOX: &str = "/usr/bin/busybox";
+const BB: &str = "/rocmx/store/0a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d-busybox";
+const OUT: &str = "/rocmx/store/9z8y7x6w5v4u3t2s1r0q9p8o7n6m5l4k-probe";
+
+#[derive(Clone, Default)]
+struct SharedLog(Arc<Mutex<Vec<u8>>>);
+
+impl Write for SharedLog {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl SharedLog {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+/// A temporary input (busybox as `bin/sh` and `bin/env`), build directory and output.
+struct Fixture {
+    dir: tempfile::TempDir,
+    busybox: PathBuf,
+    build: PathBuf,
+    out: PathBuf,
+    log: SharedLog,
+}
+
+fn base_dir() -> PathBuf {
+    std::env::var_os(UNPRIV_DIR)
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir)
+}
+
+fn euid() -> u32 {
+    nix::unistd::geteuid().as_raw()
+}
+
+impl Fixture {
+    /// `None` (after printing why) when busybox is missing.
+    fn new() -> Option<Fixture> {
+        if !Path::new(BUSYBOX).exists() {
+            eprintln!("skipping: {BUSYBOX} is missing (install busybox-static)");
+            return None;
+        }
+        println!("probe running as uid {}", euid());
+        let dir = tempfile::Builder::new()
+            .prefix("rocmx-sandbox-test")
+            .tempdir_in(base_dir())
+            .unwrap();
+        let busybox = dir.path().join("busybox");
+        std::fs::create_dir_all(busybox.join("bin")).unwrap();
+        std::fs::copy(BUSYBOX, busybox.join("bin/sh")).unwrap();
+        std::os::unix::fs::symlink("sh", busybox.join("bin/env")).unwrap();
+        let build = dir.path().join("build");
+        std::fs::create_dir(&build).unwrap();
+        std::fs::set_permissions(&build, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let scratch = dir.path().join("scratch");
+        std::fs::create_dir(&scratch).unwrap();
+        let out = scratch.join("probe");
+        Some(Fixture {
+            dir,
+            busybox,
+            build,
+            out,
+            log: SharedLog::default(),
+        })
+    }
+
+    /// A spec running `script` with busybox sh; `$out` and `$BB` are set.
+    fn spec(&self, script: &str) -> SandboxSpec {
+        let mut env = BTreeMap::new();
+        env.insert("out".to_string(), OUT.to_string());
+        env.insert("BB".to_string(), BB.to_string());
+        SandboxSpec {
+            builder: PathBuf::from(format!("{BB}/bin/sh")),
+            args: vec!["-c".into(), script.into()],
+            env,
+            inputs: vec![(self.busybox.clone(), PathBuf::from(BB))],
+            output: (self.out.clone(), PathBuf::from(OUT)),
+            build_dir: self.build.clone(),
+            rootfs: None,
+            network: false,
+            cores: 2,
+            timeout: Some(Duration::from_secs(60)),
+            max_silent: None,
+            log: Box::new(self.log.clone()),
+        }
+    }
+
+    /// Runs a spec that must succeed, and checks the output belongs to the caller.
+    fn run_ok(&self, spec: SandboxSpec) -> Outcome {
+        let outcome = sandbox::run(spec)
+            .unwrap_or_else(|e| panic!("sandbox failed: {e}\nlog:\n{}", self.log.text()));
+        assert_eq!(
+            outcome.status,
+            ExitStatus::Code(0),
+            "log:\n{}",
+            self.log.text()
+        );
+        if let Ok(m) = std::fs::symlink_metadata(&self.out) {
+            assert_eq!(
+                m.uid(),
+                euid(),
+                "the output belongs to the caller on the host"
+            );
+        }
+        outcome
+    }
+
+    fn read(&self, name: &str) -> String {
+        std::fs::read_to_string(self.out.join(name))
+            .unwrap_or_else(|e| panic!("reading $out/{name}: {e}\nlog:\n{}", self.log.text()))
+    }
+
+    /// No staging directory may be left next to the output.
+    fn assert_clean(&self) {
+        let left: Vec<_> = std::fs::read_dir(self.out.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(".rocmx-sandbox-"))
+            .collect();
+        assert!(left.is_empty(), "staging directories left behind: {left:?}");
+    }
+}
+
+#[test]
+fn probe_user_namespaces_are_available() {
+    sandbox::check_user_namespaces().unwrap();
+}
+
+#[test]
+fn probe_cannot_read_host_passwd_or_home() {
+    let Some(fx) = Fixture::new() else { return };
+    let canary_dir = fx.dir.path().join("secret");
+    std::fs::create_dir(&canary_dir).unwrap();
+    std::fs::write(canary_dir.join("canary"), "TOPSECRET").unwrap();
+    let home = std::env::var("HOME")
+        .ok()
+        .filter(|h| h != "/" && !h.is_empty())
+        .unwrap_or("/root".into());
+    let mut spec = fx.spec(
+        r#"mkdir $out
+cat /etc/passwd > $out/passwd
+cat /etc/group > $out/group
+cat /etc/hosts > $out/hosts
+if cat "$CANARY" > $out/canary 2>/dev/null; then echo READ > $out/canary-status; else echo DENIED > $out/canary-status; fi
+if ls -a "$HOSTHOME" > $out/home 2>/dev/null; then echo READ > $out/home-status; else echo DENIED > $out/home-status; fi
+ls / > $out/root
+ls /dev > $out/dev
+"#,
+    );
+    spec.env.insert(
+        "CANARY".into(),
+        canary_dir.join("canary").display().to_string(),
+    );
+    spec.env.insert("HOSTHOME".into(), home.clone());
+    fx.run_ok(spec);
+    let passwd = fx.read("passwd");
+    assert_eq!(passwd, plan::PASSWD);
+    assert_ne!(passwd, std::fs::read_to_string("/etc/passwd").unwrap());
+    assert_eq!(fx.read("group"), plan::GROUP);
+    assert_eq!(fx.read("hosts"), "127.0.0.1 localhost\n::1 localhost\n");
+    assert_eq!(
+        fx.read("canary-status"),
+        "DENIED\n",
+        "the builder read a host file"
+    );
+    assert_eq!(
+        fx.read("home-status"),
+        "DENIED\n",
+        "the builder listed the host's {home}"
+    );
+    assert_eq!(fx.read("root"), "build\ndev\netc\nproc\nrocmx\n");
+    assert_eq!(
+        fx.read("dev"),
+        "fd\nfull\nnull\nptmx\npts\nrandom\nshm\nstderr\nstdin\nstdout\ntty\nurandom\nzero\n"
+    );
+    fx.assert_clean();
+}
+
+/// A loopback server on the host: counts connections, greets each one.
+struct Server {
+    port: u16,
+    accepted: Arc<AtomicUsize>,
+    stop: Arc<AtomicUsize>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Server {
+    fn start() -> Server {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let stop = Arc::new(AtomicUsize::new(0));
+        let (a, s) = (accepted.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while s.load(Ordering::SeqCst) == 0 && Instant::now() < deadline {
+                match listener.accept() {
+                    Ok((mut conn, _)) => {
+                        a.fetch_add(1, Ordering::SeqCst);
+                        conn.set_nonblocking(false).unwrap();
+                        let _ = conn.write_all(b"HELLO-FROM-HOST\n");
+                        let _ = conn.set_read_timeout(Some(Duration::from_millis(200)));
+                        let mut b = [0u8; 64];
+                        let _ = conn.read(&mut b);
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                }
+            }
+        });
+        Server {
+            port,
+            accepted,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn finish(mut self) -> usize {
+        self.stop.store(1, Ordering::SeqCst);
+        self.thread.take().unwrap().join().unwrap();
+        self.accepted.load(Ordering::SeqCst)
+    }
+}
+
+const NET_SCRIPT: &str = r#"mkdir $out
+if echo ping | nc -w 3 127.0.0.1 $PORT > $out/nc 2>$out/nc-err; then echo CONNECTED > $out/status; else echo REFUSED > $out/status; fi
+cat /proc/net/dev > $out/netdev
+"#;
+
+#[test]
+fn probe_cannot_connect_to_host_loopback() {
+    let Some(fx) = Fixture::new() else { return };
+    let server = Server::start();
+    let mut spec = fx.spec(NET_SCRIPT);
+    spec.env.insert("PORT".into(), server.port.to_string());
+    fx.run_ok(spec);
+    let accepted = server.finish();
+    assert_eq!(
+        accepted, 0,
+        "the builder reached the host's loopback server"
+    );
+    assert_eq!(fx.read("status"), "REFUSED\n");
+    assert!(!fx.read("nc").contains("HELLO"));
+    // Only a loopback interface, and it is up (connections to it are refused, not
+    // unroutable).
+    let ifaces: Vec<String> = fx
+        .read("netdev")
+        .lines()
+        .skip(2)
+        .map(|l| l.split(':').next().unwrap().trim().to_string())
+        .collect();
+    assert_eq!(ifaces, ["lo"]);
+}
+
+#[test]
+fn probe_fixed_output_builds_reach_host_loopback() {
+    let Some(fx) = Fixture::new() else { return };
+    let server = Server::start();
+    let mut spec = fx.spec(NET_SCRIPT);
+    spec.env.insert("PORT".into(), server.port.to_string());
+    spec.network = true;
+    fx.run_ok(spec);
+    let accepted = server.finish();
+    assert_eq!(
+        fx.read("status"),
+        "CONNECTED\n",
+        "nc: {}",
+        fx.read("nc-err")
+    );
+    assert_eq!(fx.read("nc"), "HELLO-FROM-HOST\n");
+    assert!(accepted >= 1);
+}
+
+#[test]
+fn probe_cannot_write_inputs_or_root() {
+    let Some(fx) = Fixture::new() else { return };
+    let before = std::fs::read(fx.busybox.join("bin/sh")).unwrap();
+    let mode_before = std::fs::metadata(&fx.busybox).unwrap().mode();
+    let spec = fx.spec(
+        r#"mkdir $out; r=""
+touch $BB/newfile 2>/dev/null && r="$r touch"
+echo x >> $BB/bin/sh 2>/dev/null && r="$r append"
+mkdir $BB/d 2>/dev/null && r="$r mkdir"
+chmod 777 $BB 2>/dev/null && r="$r chmod"
+ln -s x $BB/link 2>/dev/null && r="$r symlink"
+mv $BB/bin/env $BB/bin/env2 2>/dev/null && r="$r rename"
+mount -o remount,rw $BB 2>/dev/null && r="$r remount"
+umount $BB 2>/dev/null && r="$r umount"
+touch /newfile 2>/dev/null && r="$r root"
+echo x >> /etc/passwd 2>/dev/null && r="$r passwd"
+mkdir /dev/x 2>/dev/null && r="$r dev"
+echo "succeeded:$r" > $out/result
+touch /build/ok && echo yes > $out/build-writable
+"#,
+    );
+    fx.run_ok(spec);
+    assert_eq!(
+        fx.read("result"),
+        "succeeded:\n",
+        "some writes to read-only places succeeded"
+    );
+    assert_eq!(fx.read("build-writable"), "yes\n");
+    assert!(fx.build.join("ok").exists());
+    assert_eq!(std::fs::read(fx.busybox.join("bin/sh")).unwrap(), before);
+    assert_eq!(std::fs::metadata(&fx.busybox).unwrap().mode(), mode_before);
+    let entries: BTreeSet<String> = std::fs::read_dir(&fx.busybox)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(entries, BTreeSet::from(["bin".to_string()]));
+}
+
+#[test]
+fn probe_cannot_see_host_processes() {
+    let Some(fx) = Fixture::new() else { return };
+    let mut host_child = Command::new(BUSYBOX).args(["sleep", "60"]).spawn().unwrap();
+    let host_pid = host_child.id();
+    let mut spec = fx.spec(
+        r#"mkdir $out
+echo $$ > $out/pid
+ls /proc | grep -E '^[0-9]+$' > $out/pids
+if kill -0 $HOSTPID 2>/dev/null; then echo VISIBLE > $out/kill; else echo INVISIBLE > $out/kill; fi
+if cat /proc/1/environ > $out/environ 2>/dev/null; then echo READ > $out/environ-status; else echo DENIED > $out/environ-status; fi
+"#,
+    );
+    spec.env.insert("HOSTPID".into(), host_pid.to_string());
+    fx.run_ok(spec);
+    let _ = host_child.kill();
+    let _ = host_child.wait();
+    assert_eq!(
+        fx.read("pid"),
+        "2\n",
+        "the builder is pid 2 (its init is pid 1)"
+    );
+    let pids: Vec<u32> = fx
+        .read("pids")
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    assert!(pids.contains(&1) && pids.contains(&2), "{pids:?}");
+    assert!(
+        pids.iter().all(|p| *p < 20),
+        "host processes visible: {pids:?}"
+    );
+    if host_pid >= 20 {
+        assert_eq!(fx.read("kill"), "INVISIBLE\n");
+    }
+    assert_eq!(
+        fx.read("environ-status"),
+        "DENIED\n",
+        "the builder read its init's environment"
+    );
+}
+
+#[test]
+fn probe_setuid_bits_do_not_survive() {
+    let Some(fx) = Fixture::new() else { return };
+    let spec = fx.spec(
+        r#"mkdir $out
+echo x > $out/f; chmod 4755 $out/f; echo "chmod u+s: $?" > $out/report
+echo y > $out/g; chmod 2755 $out/g; echo "chmod g+s: $?" >> $out/report
+mkdir $out/d; chmod 3775 $out/d; echo "chmod dir g+s: $?" >> $out/report
+echo z > /build/b; chmod u+s /build/b; echo "chmod u+s in /build: $?" >> $out/report
+ls -ln $out >> $out/report
+grep " /rocmx/store " /proc/self/mountinfo > $out/mountinfo
+grep " /build " /proc/self/mountinfo >> $out/mountinfo
+"#,
+    );
+    fx.run_ok(spec);
+    let report = fx.read("report");
+    println!("inside: {report}");
+    for name in ["f", "g", "d", "report"] {
+        let mode = std::fs::metadata(fx.out.join(name)).unwrap().mode();
+        assert_eq!(
+            mode & 0o6000,
+            0,
+            "{name} kept a setuid/setgid bit: {mode:o}"
+        );
+    }
+    let mode = std::fs::metadata(fx.build.join("b")).unwrap().mode();
+    assert_eq!(mode & 0o6000, 0, "/build/b got a setuid bit: {mode:o}");
+    if cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
+        // The seccomp filter refuses the chmod itself.
+        assert!(
+            report.starts_with(
+                "chmod u+s: 1\nchmod g+s: 1\nchmod dir g+s: 1\nchmod u+s in /build: 1\n"
+            ),
+            "{report}"
+        );
+    }
+    // And the writable places are nosuid anyway.
+    let mountinfo = fx.read("mountinfo");
+    assert_eq!(
+        mountinfo.lines().filter(|l| l.contains("nosuid")).count(),
+        2,
+        "{mountinfo}"
+    );
+}
+
+/// Creating a file with a setuid mode directly (open(O_CREAT, 04755)), which no chmod
+/// filter sees: python from the host's Debian tree used as the rootfs.
+#[test]
+fn probe_cannot_create_setuid_files_with_open() {
+    let Some(fx) = Fixture::new() else { return };
+    if !Path::new("/usr/bin/python3").exists() {
+        eprintln!("skipping: /usr/bin/python3 is missing");
+        return;
+    }
+    let mut spec = fx.spec("");
+    spec.builder = PathBuf::from("/usr/bin/python3");
+    spec.args = vec![
+        "-c".into(),
+        r#"
+import os
+out = os.environ["out"]
+os.mkdir(out)
+res = []
+for name, mode in [("u", 0o4755), ("g", 0o2755)]:
+    try:
+        os.close(os.open(out + "/" + name, os.O_CREAT | os.O_WRONLY, mode))
+        res.append(name + ":created")
+    except OSError as e:
+        res.append(name + ":" + str(e.errno))
+try:
+    os.close(os.open("/build/u", os.O_CREAT | os.O_WRONLY, 0o4755))
+    res.append("build:created")
+except OSError as e:
+    res.append("build:" + str(e.errno))
+open(out + "/report", "w").write(" ".join(res))
+"#
+        .into(),
+    ];
+    spec.rootfs = Some(PathBuf::from("/"));
+    fx.run_ok(spec);
+    let report = fx.read("report");
+    if cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
+        assert_eq!(report, "u:1 g:1 build:1", "EPERM expected");
+    }
+    for p in [fx.out.join("u"), fx.out.join("g"), fx.build.join("u")] {
+        if let Ok(m) = std::fs::metadata(&p) {
+            assert_eq!(
+                m.mode() & 0o6000,
+                0,
+                "{} has mode {:o}",
+                p.display(),
+                m.mode()
+            );
+        }
+    }
+}
+
+fn status_field<'a>(status: &'a str, key: &str) -> &'a str {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key).and_then(|r| r.strip_prefix(':')))
+        .map(str::trim)
+        .unwrap_or_else(|| panic!("no {key} in {status}"))
+}
+
+#[test]
+fn probe_holds_no_capability_and_runs_as_the_build_user() {
+    let Some(fx) = Fixture::new() else { return };
+    let spec = fx.spec(
+        r#"mkdir $out
+cat /proc/self/status > $out/status
+id > $out/id
+hostname > $out/hostname
+cat /proc/sys/kernel/hostname > $out/uts
+cat /proc/self/uid_map > $out/uid_map
+"#,
+    );
+    fx.run_ok(spec);
+    let status = fx.read("status");
+    for key in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+        assert_eq!(
+            status_field(&status, key),
+            "0000000000000000",
+            "{key} in\n{status}"
+        );
+    }
+    assert_eq!(status_field(&status, "NoNewPrivs"), "1");
+    assert_eq!(status_field(&status, "Uid"), "1000\t1000\t1000\t1000");
+    assert_eq!(status_field(&status, "Gid"), "100\t100\t100\t100");
+    let id = fx.read("id");
+    if euid() == 0 {
+        // Host root's supplementary groups were dropped: none at all inside.
+        assert_eq!(id, "uid=1000(rocmxbld) gid=100(rocmxbld)\n");
+        assert_eq!(status_field(&status, "Groups"), "");
+    } else {
+        // An unprivileged caller cannot drop supplementary groups it may have.
+        assert!(
+            id.starts_with("uid=1000(rocmxbld) gid=100(rocmxbld)"),
+            "{id}"
+        );
+    }
+    assert_eq!(fx.read("hostname"), "localhost\n");
+    assert_eq!(fx.read("uts"), "localhost\n");
+    let map: Vec<String> = fx
+        .read("uid_map")
+        .split_whitespace()
+        .map(String::from)
+        .collect();
+    assert_eq!(map, ["1000", &euid().to_string(), "1"]);
+}
+
+fn env_lines(log: &str) -> BTreeMap<String, String> {
+    log.lines()
+        .map(|l| {
+            let (k, v) = l.split_once('=').unwrap();
+            (k.to_string(), v.to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn probe_environment_is_exactly_the_fixed_one() {
+    let Some(fx) = Fixture::new() else { return };
+    let mut spec = fx.spec("");
+    spec.builder = PathBuf::from(format!("{BB}/bin/env"));
+    spec.args = vec![];
+    spec.env
+        .insert("HOME".into(), "/should-be-overridden".into());
+    spec.cores = 7;
+    let expected: BTreeMap<String, String> = [
+        ("BB", BB),
+        ("HOME", "/homeless-shelter"),
+        ("LANG", "C.UTF-8"),
+        ("NIX_BUILD_TOP", "/build"),
+        ("PATH", "/path-not-set"),
+        ("ROCMX_BUILD_CORES", "7"),
+        ("SOURCE_DATE_EPOCH", "1"),
+        ("TEMP", "/build"),
+        ("TEMPDIR", "/build"),
+        ("TMP", "/build"),
+        ("TMPDIR", "/build"),
+        ("TZ", "UTC"),
+        ("out", OUT),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    fx.run_ok(spec);
+    assert_eq!(env_lines(&fx.log.text()), expected);
+    // The builder did not create $out: nothing appears on the host.
+    assert!(!fx.out.exists());
+    fx.assert_clean();
+
+    // A derivation may set PATH.
+    let fx = Fixture::new().unwrap();
+    let mut spec = fx.spec("");
+    spec.builder = PathBuf::from(format!("{BB}/bin/env"));
+    spec.args = vec![];
+    spec.env.insert("PATH".into(), format!("{BB}/bin"));
+    fx.run_ok(spec);
+    assert_eq!(env_lines(&fx.log.text())["PATH"], format!("{BB}/bin"));
+}
+
+/// Host processes whose command line contains `marker`.
+fn host_processes_with(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(marker) {
+                found.push(format!("{}: {cmd}", e.file_name().to_string_lossy()));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn probe_timeout_kills_the_whole_sandbox() {
+    let Some(fx) = Fixture::new() else { return };
+    // A marker unique to this test process (the unprivileged re-run runs concurrently).
+    let marker = format!("101.{}", std::process::id());
+    let mut spec = fx.spec(&format!(
+        "mkdir $out; sleep {marker} & sleep {marker}; echo done"
+    ));
+    spec.timeout = Some(Duration::from_millis(1500));
+    let t = Instant::now();
+    let err = sandbox::run(spec).unwrap_err();
+    let took = t.elapsed();
+    assert!(matches!(err, SandboxError::Timeout(_)), "{err}");
+    assert_eq!(err.to_string(), "build timed out after 1.5s");
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    // The background sleep died with the pid namespace.
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(host_processes_with(&marker), Vec::<String>::new());
+    assert!(!fx.out.exists(), "a killed build leaves no output");
+    fx.assert_clean();
+}
+
+#[test]
+fn probe_max_silent_kills_a_quiet_build() {
+    let Some(fx) = Fixture::new() else { return };
+    let marker = format!("102.{}", std::process::id());
+    let mut spec = fx.spec(&format!(
+        "echo started; sleep 0.5; echo still-here; sleep {marker}"
+    ));
+    spec.max_silent = Some(Duration::from_secs(1));
+    let t = Instant::now();
+    let err = sandbox::run(spec).unwrap_err();
+    assert!(matches!(err, SandboxError::Silent(_)), "{err}");
+    assert!(t.elapsed() < Duration::from_secs(10));
+    // Output resets the silence timer: "still-here" came after half a second.
+    assert!(fx.log.text().starts_with("started\n"), "{}", fx.log.text());
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(host_processes_with(&marker), Vec::<String>::new());
+}
+
+#[test]
+fn probe_exit_codes_and_signals_are_reported() {
+    let Some(fx) = Fixture::new() else { return };
+    let out = sandbox::run(fx.spec("echo failing >&2; exit 7")).unwrap();
+    assert_eq!(out.status, ExitStatus::Code(7));
+    assert_eq!(fx.log.text(), "failing\n");
+    let fx = Fixture::new().unwrap();
+    let out = sandbox::run(fx.spec("kill -9 $$")).unwrap();
+    assert_eq!(out.status, ExitStatus::Signal(9));
+    // The builder is not pid 1: SIGTERM to itself is not ignored.
+    let fx = Fixture::new().unwrap();
+    let out = sandbox::run(fx.spec("kill -TERM $$; sleep 5")).unwrap();
+    assert_eq!(out.status, ExitStatus::Signal(15));
+    assert!(out.duration < Duration::from_secs(4));
+}
+
+#[test]
+fn probe_setup_failures_are_explained() {
+    let Some(fx) = Fixture::new() else { return };
+    let mut spec = fx.spec("");
+    spec.builder = PathBuf::from(format!("{BB}/bin/missing"));
+    let err = sandbox::run(spec).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("executing the builder {BB}/bin/missing: ENOENT (No such file or directory)")
+    );
+    fx.assert_clean();
+
+    // An input nested in a read-only input cannot get its mount point.
+    let mut spec = fx.spec("");
+    spec.inputs
+        .push((fx.busybox.clone(), PathBuf::from(format!("{BB}/nested"))));
+    let err = sandbox::run(spec).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("sandbox setup failed: creating {BB}/nested: EROFS (Read-only file system)")
+    );
+    fx.assert_clean();
+
+    let mut spec = fx.spec("");
+    spec.inputs
+        .push((fx.dir.path().join("nope"), PathBuf::from("/rocmx/store/x")));
+    let err = sandbox::run(spec).unwrap_err();
+    assert!(err.to_string().contains("ENOENT"), "{err}");
+
+    std::fs::write(&fx.out, "already").unwrap();
+    let err = sandbox::run(fx.spec("")).unwrap_err();
+    assert!(matches!(err, SandboxError::InvalidSpec(_)), "{err}");
+}
+
+/// Everything is mounted in the sandbox's own mount namespace: the host's mount table
+/// never shows any of it, during or after the build.
+#[test]
+fn probe_no_mounts_on_the_host() {
+    let Some(fx) = Fixture::new() else { return };
+    let spec = fx.spec("mkdir $out; sleep 1");
+    let staging_parent = fx.out.parent().unwrap().to_path_buf();
+    let build = std::thread::spawn(move || sandbox::run(spec).map(|o| o.status));
+    let mut seen = Vec::new();
+    let t = Instant::now();
+    while !build.is_finished() && t.elapsed() < Duration::from_secs(20) {
+        let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        seen.extend(
+            table
+                .lines()
+                .filter(|l| {
+                    l.contains(".rocmx-sandbox-") || l.contains(&*staging_parent.to_string_lossy())
+                })
+                .map(String::from),
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(build.join().unwrap().unwrap(), ExitStatus::Code(0));
+    assert_eq!(
+        seen,
+        Vec::<String>::new(),
+        "sandbox mounts visible on the host"
+    );
+    fx.assert_clean();
+}
+
+#[test]
+fn probe_output_may_be_a_single_file() {
+    let Some(fx) = Fixture::new() else { return };
+    fx.run_ok(fx.spec("printf flat > $out; echo junk > /rocmx/store/other"));
+    assert_eq!(std::fs::read_to_string(&fx.out).unwrap(), "flat");
+    assert!(!fx.out.parent().unwrap().join("other").exists());
+    fx.assert_clean();
+}
+
+#[test]
+fn probe_rootfs_is_a_read_only_base() {
+    let Some(fx) = Fixture::new() else { return };
+    let rootfs = fx.dir.path().join("rootfs");
+    for d in ["usr/bin", "etc/apt", "dev", "proc", "tmp"] {
+        std::fs::create_dir_all(rootfs.join(d)).unwrap();
+    }
+    std::fs::copy(BUSYBOX, rootfs.join("usr/bin/busybox")).unwrap();
+    std::os::unix::fs::symlink("busybox", rootfs.join("usr/bin/sh")).unwrap();
+    std::os::unix::fs::symlink("usr/bin", rootfs.join("bin")).unwrap();
+    std::fs::write(rootfs.join("etc/os-release"), "ID=fake\n").unwrap();
+    std::fs::write(rootfs.join("etc/passwd"), "rootfs-passwd\n").unwrap();
+    let mut spec = fx.spec(
+        r#"mkdir $out
+cat /etc/os-release > $out/os
+cat /etc/passwd > $out/passwd
+if touch /usr/x 2>/dev/null || touch /etc/apt/x 2>/dev/null || touch /x 2>/dev/null; then echo WRITABLE > $out/w; else echo RO > $out/w; fi
+ls / > $out/ls
+"#,
+    );
+    spec.builder = PathBuf::from("/bin/sh");
+    spec.rootfs = Some(rootfs);
+    fx.run_ok(spec);
+    assert_eq!(fx.read("os"), "ID=fake\n");
+    assert_eq!(fx.read("passwd"), plan::PASSWD);
+    assert_eq!(fx.read("w"), "RO\n");
+    assert_eq!(
+        fx.read("ls"),
+        "bin\nbuild\ndev\netc\nproc\nrocmx\ntmp\nusr\n"
+    );
+}
+
+/// The host's own Debian tree as a rootfs: its dynamically linked tools work unchanged.
+#[test]
+fn probe_host_debian_tree_as_rootfs() {
+    let Some(fx) = Fixture::new() else { return };
+    if !Path::new("/etc/debian_version").exists() || !Path::new("/usr/bin/ls").exists() {
+        eprintln!("skipping: the host is not a Debian-style tree");
+        return;
+    }
+    let mut spec = fx.spec(
+        "/usr/bin/mkdir $out; /usr/bin/ls /usr/bin > $out/bin && /usr/bin/cat /etc/debian_version > $out/v",
+    );
+    spec.builder = PathBuf::from("/bin/sh"); // the host's dash
+    spec.rootfs = Some(PathBuf::from("/"));
+    fx.run_ok(spec);
+    assert!(fx.read("bin").lines().any(|l| l == "ls"));
+    assert_eq!(
+        fx.read("v"),
+        std::fs::read_to_string("/etc/debian_version").unwrap()
+    );
+}
+
+const REFUSAL_INNER: &str = "ROCMX_SANDBOX_TEST_REFUSAL";
+
+/// The kernel refusing user namespaces, for real: inside a user namespace whose
+/// `user.max_user_namespaces` is 0 (that limit is per namespace, so this changes nothing
+/// on the host), the probe and `run` stop with the reason and the fix.
+#[test]
+fn probe_refused_user_namespaces_are_explained() {
+    let Some(unshare) = ["/usr/bin/unshare", "/bin/unshare"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+    else {
+        eprintln!("skipping: unshare (util-linux) is missing");
+        return;
+    };
+    let exe = std::env::current_exe().unwrap();
+    let out = Command::new(unshare)
+        .args(["-Ur", "sh", "-c"])
+        .arg("echo 0 > /proc/sys/user/max_user_namespaces && exec \"$0\" refused_inner --exact --nocapture")
+        .arg(&exe)
+        .env(REFUSAL_INNER, "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success());
+    assert!(stdout.contains("test refused_inner ... ok"));
+    assert!(stdout.contains("refusal checked"));
+}
+
+#[test]
+fn refused_inner() {
+    if std::env::var_os(REFUSAL_INNER).is_none() {
+        return; // only meaningful inside probe_refused_user_namespaces_are_explained
+    }
+    let expected = "user namespaces are disabled by the sysctl user.max_user_namespaces = 0";
+    match sandbox::check_user_namespaces() {
+        Err(SandboxError::UserNamespacesRefused { reason, fix }) => {
+            assert_eq!(
+                reason,
+                format!("unshare(CLONE_NEWUSER|CLONE_NEWNS|CLONE_NEWPID) failed with ENOSPC: {expected}")
+            );
+            assert!(fix.contains("sysctl -w user.max_user_namespaces="), "{fix}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    let Some(fx) = Fixture::new() else { return };
+    let err = sandbox::run(fx.spec("mkdir $out")).unwrap_err();
+    println!("run() says: {err}");
+    match &err {
+        SandboxError::UserNamespacesRefused { reason, .. } => {
+            assert!(
+                reason.ends_with(&format!("failed with ENOSPC: {expected}")),
+                "{reason}"
+            )
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert!(!fx.out.exists());
+    fx.assert_clean();
+    println!("refusal checked");
+}
+
+/// Rootless means rootless: every probe again, as uid 65534.
+#[test]
+fn probes_pass_as_an_unprivileged_user() {
+    if std::env::var_os(UNPRIV_DIR).is_some() {
+        return; // we are the re-run
+    }
+    if euid() != 0 {
+        eprintln!(
+            "skipping: not root, so cannot switch to another user (the probes ran as uid {})",
+            euid()
+        );
+        return;
+    }
+    let Some(setpriv) = ["/usr/bin/setpriv", "/bin/setpriv", "/usr/sbin/setpriv"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+    else {
+        eprintln!("skipping: setpriv is missing (util-linux)");
+        return;
+    };
+    if !Path::new(BUSYBOX).exists() {
+        eprintln!("skipping: {BUSYBOX} is missing");
+        return;
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("rocmx-sandbox-unpriv")
+        .tempdir()
+        .unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::os::unix::fs::chown(dir.path(), Some(65534), Some(65534)).unwrap();
+    // The test binary may live where uid 65534 cannot reach it: use a copy.
+    let exe = dir.path().join("sandbox-probes");
+    std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
+    std::os::unix::fs::chown(&exe, Some(65534), Some(65534)).unwrap();
+    let out = Command::new(setpriv)
+        .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
+        .arg(&exe)
+        .args(["probe_", "--test-threads", "2", "--nocapture"])
+        .env(UNPRIV_DIR, dir.path())
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("--- unprivileged run ---\n{stdout}\n{stderr}");
+    assert!(out.status.success(), "the probes failed as uid 65534");
+    assert!(stdout.contains("probe running as uid 65534"));
+    let summary = stdout
+        .lines()
+        .rfind(|l| l.starts_with("test result:"))
+        .unwrap();
+    assert!(summary.contains(" 0 failed"), "{summary}");
+    let passed: usize = summary.split_whitespace().nth(3).unwrap().parse().unwrap();
+    assert!(passed >= 18, "only {passed} probes ran: {summary}");
+    assert!(
+        !stderr.contains("skipping"),
+        "a probe was skipped as uid 65534:\n{stderr}"
+    );
+}
+
+/// Not a probe: how long one trivial sandboxed build takes (run with `--ignored`).
+#[test]
+#[ignore]
+fn sandbox_overhead() {
+    let n = 50;
+    let fx = Fixture::new().unwrap();
+    let mut total = Duration::ZERO;
+    for _ in 0..n {
+        let t = Instant::now();
+        fx.run_ok(fx.spec("echo hi > $out"));
+        total += t.elapsed();
+        std::fs::remove_file(&fx.out).unwrap();
+    }
+    println!("{:?} per trivial sandboxed build", total / n);
+}
