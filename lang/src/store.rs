@@ -87,6 +87,12 @@ impl MemStore {
         }
     }
 
+    /// Removes the temporary directory holding texts written out for reading.
+    /// Call it when evaluation is over (the evaluator itself may be leaked).
+    pub fn close(&self) {
+        self.texts.borrow_mut().take();
+    }
+
     fn text_dir(&self) -> EResult<PathBuf> {
         let mut t = self.texts.borrow_mut();
         if t.is_none() {

@@ -129,7 +129,8 @@ pub fn run(args: EvalArgs) -> i32 {
         eprintln!("error: nothing to evaluate; give a FILE or -E EXPR");
         return 2;
     }
-    let mut ev = Evaluator::new(settings, Rc::new(MemStore::new()));
+    let store = Rc::new(MemStore::new());
+    let mut ev = Evaluator::new(settings, store.clone());
     let result = evaluate(&mut ev, &args);
     let code = match result {
         Ok(text) => {
@@ -149,6 +150,7 @@ pub fn run(args: EvalArgs) -> i32 {
     // The process exits next; tearing down the heap value by value would only
     // cost time (and recursion on deep values).
     std::mem::forget(ev);
+    store.close();
     code
 }
 
