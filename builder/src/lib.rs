@@ -18,3 +18,9 @@
 
 #[allow(unsafe_code)]
 pub mod sandbox;
+
+pub mod output;
+pub mod realise;
+pub mod resolve;
+
+pub use realise::{log_path, BuildError, BuildOptions, LogObserver, Realised, Realiser};

@@ -1,0 +1,464 @@
+//! Post-processing a build output: reference scanning, hashing modulo self-references,
+//! rewriting the scratch hash part to the final one, and checking fixed-output hashes.
+//!
+//! Owns: what happens to an output tree between the end of the builder and
+//! [`LocalStore::register_built`](rocmx_store::LocalStore::register_built): one NAR pass
+//! that feeds the modulo hasher, the reference scanner and (for fixed outputs) the
+//! declared hash algorithm; the same-length in-place rewrite of self-references (file
+//! contents, symlink targets, entry names).
+//!
+//! Must not: run builders, or register anything in the store.
+//!
+//! # References
+//!
+//! A reference is an occurrence, anywhere in the output's NAR (file contents, symlink
+//! targets, entry names), of the 32-character hash part of a candidate path: the input
+//! closure and the scratch path itself. The scan is an Aho–Corasick search over the NAR
+//! stream, with a 31-byte overlap between chunks so that no occurrence is missed.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::io::{self, Read, Write};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::fs::{FileExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use aho_corasick::AhoCorasick;
+use rocmx_store::local::normalise_tree;
+use rocmx_store::path::HASH_PART_LEN;
+use rocmx_store::{
+    nar, ContentAddress, Hash, HashAlgo, Hasher, IngestionMethod, ModuloHasher, NarError,
+    StoreError, StorePath,
+};
+
+/// Finds which of a set of hash parts occur in a byte stream fed in chunks.
+pub struct RefScanner {
+    ac: Option<AhoCorasick>,
+    /// The hash parts searched for, as paths, by pattern index.
+    paths: Vec<StorePath>,
+    found: Vec<bool>,
+    /// The last `HASH_PART_LEN - 1` bytes of the previous chunk.
+    tail: Vec<u8>,
+    buf: Vec<u8>,
+}
+
+impl RefScanner {
+    /// A scanner for the hash parts of `candidates`.
+    pub fn new<'p>(candidates: impl IntoIterator<Item = &'p StorePath>) -> RefScanner {
+        let paths: Vec<StorePath> = candidates.into_iter().cloned().collect();
+        let pats: Vec<String> = paths.iter().map(StorePath::hash_part).collect();
+        let ac = if pats.is_empty() {
+            None
+        } else {
+            // Every pattern is 32 ASCII bytes, so building cannot fail.
+            AhoCorasick::new(&pats).ok()
+        };
+        RefScanner {
+            found: vec![false; paths.len()],
+            ac,
+            paths,
+            tail: Vec::new(),
+            buf: Vec::new(),
+        }
+    }
+
+    /// The candidates found so far.
+    pub fn found(&self) -> BTreeSet<StorePath> {
+        self.paths
+            .iter()
+            .zip(&self.found)
+            .filter(|(_, f)| **f)
+            .map(|(p, _)| p.clone())
+            .collect()
+    }
+}
+
+impl Write for RefScanner {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        let Some(ac) = &self.ac else {
+            return Ok(data.len());
+        };
+        self.buf.clear();
+        self.buf.extend_from_slice(&self.tail);
+        self.buf.extend_from_slice(data);
+        for m in ac.find_overlapping_iter(&self.buf[..]) {
+            if let Some(f) = self.found.get_mut(m.pattern().as_usize()) {
+                *f = true;
+            }
+        }
+        let keep = (HASH_PART_LEN - 1).min(self.buf.len());
+        self.tail.clear();
+        self.tail
+            .extend_from_slice(&self.buf[self.buf.len() - keep..]);
+        Ok(data.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Counts and forwards to several writers.
+struct Tee<'a> {
+    sinks: Vec<&'a mut dyn Write>,
+    count: u64,
+}
+
+impl Write for Tee<'_> {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        for s in self.sinks.iter_mut() {
+            s.write_all(data)?;
+        }
+        self.count += data.len() as u64;
+        Ok(data.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Why an output could not be post-processed.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    /// A store-level failure (normalisation refusing a special file, I/O).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Serialising the output failed.
+    #[error(transparent)]
+    Nar(#[from] NarError),
+    /// Rewriting failed.
+    #[error("{action} {path}: {source}")]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// On what.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// A flat fixed output that is not a single regular file.
+    #[error("a flat fixed output must be a regular file")]
+    NotFlat,
+    /// The final path name is invalid.
+    #[error(transparent)]
+    Path(#[from] rocmx_store::StorePathError),
+}
+
+fn io_err(action: &'static str, path: &Path) -> impl FnOnce(io::Error) -> OutputError {
+    let path = path.to_path_buf();
+    move |source| OutputError::Io {
+        action,
+        path,
+        source,
+    }
+}
+
+/// A floating output ready to register.
+#[derive(Debug, Clone)]
+pub struct Processed {
+    /// Its content-addressed path.
+    pub path: StorePath,
+    /// Its references, itself included when it refers to itself.
+    pub references: BTreeSet<StorePath>,
+    /// Whether it refers to itself.
+    pub self_reference: bool,
+    /// BLAKE3 of its (rewritten) NAR.
+    pub nar_hash: Hash,
+    /// Size of its NAR.
+    pub nar_size: u64,
+}
+
+/// Post-processes the floating output at `dir` (host path), built under the scratch path
+/// `scratch`, whose final name is `name`; `candidates` are the possible references (the
+/// input closure). `is_valid` tells whether a final path already exists, in which case the
+/// rewrite is skipped (the caller drops `dir`); [`Processed::nar_hash`] is then the one
+/// the rewrite would have given only if no self-reference was found, so callers must not
+/// register it.
+///
+/// Steps: normalise; one NAR pass (modulo hash with the scratch hash part masked,
+/// reference scan, size); final path from `ContentAddress::Output`; if it refers to
+/// itself, rewrite the scratch hash part to the final one in place, normalise again and
+/// hash the NAR again.
+pub fn process_floating(
+    dir: &Path,
+    scratch: &StorePath,
+    name: &str,
+    candidates: &BTreeSet<StorePath>,
+    is_valid: impl FnOnce(&StorePath) -> Result<bool, StoreError>,
+) -> Result<(Processed, bool), OutputError> {
+    normalise_tree(dir)?;
+    let mut modulo = ModuloHasher::new(&scratch.hash_part());
+    let mut scanner = RefScanner::new(candidates.iter().chain(std::iter::once(scratch)));
+    let size = {
+        let mut tee = Tee {
+            sinks: vec![&mut modulo, &mut scanner],
+            count: 0,
+        };
+        nar::dump_path(dir, &mut tee)?;
+        tee.count
+    };
+    let (modulo_hash, self_reference) = modulo.finish();
+    let mut references = scanner.found();
+    references.remove(scratch);
+    let path = StorePath::from_ca(
+        name,
+        &ContentAddress::Output {
+            nar_hash: modulo_hash,
+            references: references.clone(),
+            self_reference,
+        },
+    )?;
+    let mut p = Processed {
+        path: path.clone(),
+        references,
+        self_reference,
+        // Without self-references nothing was masked and no position appended: the modulo
+        // hash is the plain BLAKE3 of the NAR.
+        nar_hash: modulo_hash,
+        nar_size: size,
+    };
+    if self_reference {
+        p.references.insert(path.clone());
+    }
+    if is_valid(&path)? {
+        return Ok((p, true));
+    }
+    if self_reference {
+        rewrite_tree(
+            dir,
+            scratch.hash_part().as_bytes(),
+            path.hash_part().as_bytes(),
+        )?;
+        normalise_tree(dir)?;
+        let (h, n) = nar::hash_path(dir, HashAlgo::Blake3)?;
+        p.nar_hash = h;
+        p.nar_size = n;
+    }
+    Ok((p, false))
+}
+
+/// A fixed output after checking.
+#[derive(Debug, Clone)]
+pub struct FixedChecked {
+    /// The hash actually found, with the declared algorithm and method.
+    pub actual: Hash,
+    /// BLAKE3 of its NAR.
+    pub nar_hash: Hash,
+    /// Size of its NAR.
+    pub nar_size: u64,
+    /// Candidates found in it (fixed outputs may not have any).
+    pub references: BTreeSet<StorePath>,
+}
+
+/// Normalises the fixed output at `dir` and hashes it as declared (`method`, `algo`):
+/// flat = the file's bytes, NAR = its NAR. Also gives the BLAKE3 NAR hash and size and
+/// the references to `candidates`.
+pub fn check_fixed(
+    dir: &Path,
+    method: IngestionMethod,
+    algo: HashAlgo,
+    candidates: &BTreeSet<StorePath>,
+) -> Result<FixedChecked, OutputError> {
+    normalise_tree(dir)?;
+    let mut blake = Hasher::new(HashAlgo::Blake3);
+    let mut declared = Hasher::new(algo);
+    let mut scanner = RefScanner::new(candidates.iter());
+    let size = {
+        let mut sinks: Vec<&mut dyn Write> = vec![&mut blake, &mut scanner];
+        if method == IngestionMethod::Nar {
+            sinks.push(&mut declared);
+        }
+        let mut tee = Tee { sinks, count: 0 };
+        nar::dump_path(dir, &mut tee)?;
+        tee.count
+    };
+    if method == IngestionMethod::Flat {
+        let m = fs::symlink_metadata(dir).map_err(io_err("reading", dir))?;
+        if !m.is_file() {
+            return Err(OutputError::NotFlat);
+        }
+        let mut f = fs::File::open(dir).map_err(io_err("reading", dir))?;
+        io::copy(&mut f, &mut declared).map_err(io_err("reading", dir))?;
+    }
+    Ok(FixedChecked {
+        actual: declared.finish(),
+        nar_hash: blake.finish(),
+        nar_size: size,
+        references: scanner.found(),
+    })
+}
+
+/// Offsets of every occurrence of `needle` in the file at `path`, read in chunks.
+fn find_in_file(path: &Path, ac: &AhoCorasick, needle_len: usize) -> Result<Vec<u64>, OutputError> {
+    let mut f = fs::File::open(path).map_err(io_err("reading", path))?;
+    let mut offsets = BTreeSet::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut carry: Vec<u8> = Vec::new();
+    let mut base: u64 = 0; // file offset of carry[0]
+    loop {
+        let n = f.read(&mut buf).map_err(io_err("reading", path))?;
+        if n == 0 {
+            break;
+        }
+        carry.extend_from_slice(&buf[..n]);
+        for m in ac.find_iter(&carry[..]) {
+            offsets.insert(base + m.start() as u64);
+        }
+        let keep = (needle_len - 1).min(carry.len());
+        let drop = carry.len() - keep;
+        carry.drain(..drop);
+        base += drop as u64;
+    }
+    Ok(offsets.into_iter().collect())
+}
+
+fn replace_all(bytes: &[u8], from: &[u8], to: &[u8]) -> Option<Vec<u8>> {
+    if from.is_empty() || !bytes.windows(from.len()).any(|w| w == from) {
+        return None;
+    }
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i..].starts_with(from) {
+            out.extend_from_slice(to);
+            i += from.len();
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    Some(out)
+}
+
+/// Replaces every occurrence of `from` by `to` (same length) in the tree at `root`: file
+/// contents (in place), symlink targets and entry names below `root`. Directories are left
+/// writable (0755) and times are not restored: normalise again afterwards.
+pub fn rewrite_tree(root: &Path, from: &[u8], to: &[u8]) -> Result<(), OutputError> {
+    debug_assert_eq!(from.len(), to.len());
+    let ac = AhoCorasick::new([from]).map_err(|e| OutputError::Io {
+        action: "preparing the rewrite of",
+        path: root.to_path_buf(),
+        source: io::Error::other(e.to_string()),
+    })?;
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(p) = stack.pop() {
+        let m = fs::symlink_metadata(&p).map_err(io_err("reading", &p))?;
+        let ft = m.file_type();
+        if ft.is_dir() {
+            fs::set_permissions(&p, fs::Permissions::from_mode(0o755))
+                .map_err(io_err("changing the mode of", &p))?;
+            let mut children = Vec::new();
+            for e in fs::read_dir(&p).map_err(io_err("listing", &p))? {
+                children.push(e.map_err(io_err("listing", &p))?.file_name());
+            }
+            for name in children {
+                let mut child = p.join(&name);
+                if let Some(new) = replace_all(name.as_bytes(), from, to) {
+                    let target = p.join(std::ffi::OsString::from_vec(new));
+                    fs::rename(&child, &target).map_err(io_err("renaming", &child))?;
+                    child = target;
+                }
+                stack.push(child);
+            }
+        } else if ft.is_symlink() {
+            let target = fs::read_link(&p).map_err(io_err("reading the link", &p))?;
+            if let Some(new) = replace_all(target.as_os_str().as_bytes(), from, to) {
+                fs::remove_file(&p).map_err(io_err("replacing the link", &p))?;
+                std::os::unix::fs::symlink(std::ffi::OsString::from_vec(new), &p)
+                    .map_err(io_err("replacing the link", &p))?;
+            }
+        } else if ft.is_file() {
+            let offsets = find_in_file(&p, &ac, from.len())?;
+            if offsets.is_empty() {
+                continue;
+            }
+            let mode = m.permissions().mode();
+            fs::set_permissions(&p, fs::Permissions::from_mode(mode | 0o200))
+                .map_err(io_err("changing the mode of", &p))?;
+            let f = fs::OpenOptions::new()
+                .write(true)
+                .open(&p)
+                .map_err(io_err("opening for rewriting", &p))?;
+            for off in offsets {
+                f.write_all_at(to, off).map_err(io_err("rewriting", &p))?;
+            }
+            drop(f);
+            fs::set_permissions(&p, fs::Permissions::from_mode(mode))
+                .map_err(io_err("changing the mode of", &p))?;
+        }
+    }
+    Ok(())
+}
+
+/// Removes a tree even where directories are read-only (as normalised outputs are).
+pub fn remove_tree(path: &Path) {
+    if fs::remove_dir_all(path).is_ok() || fs::symlink_metadata(path).is_err() {
+        return;
+    }
+    let _ = fs::remove_file(path);
+    let mut stack = vec![path.to_path_buf()];
+    while let Some(p) = stack.pop() {
+        if let Ok(m) = fs::symlink_metadata(&p) {
+            if m.is_dir() {
+                let _ = fs::set_permissions(&p, fs::Permissions::from_mode(0o755));
+                if let Ok(rd) = fs::read_dir(&p) {
+                    stack.extend(rd.flatten().map(|e| e.path()));
+                }
+            }
+        }
+    }
+    let _ = fs::remove_dir_all(path);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scanner_finds_across_chunks() {
+        let p: StorePath = "/rocmx/store/00bgd045z0d4icpbc2yyz4gx48ak44la-a"
+            .parse()
+            .unwrap();
+        let q: StorePath = "/rocmx/store/zzbgd045z0d4icpbc2yyz4gx48ak44la-b"
+            .parse()
+            .unwrap();
+        let data = format!("xx/rocmx/store/{}-a yy", p.hash_part());
+        for chunk in [1, 5, 31, 32, 1000] {
+            let mut s = RefScanner::new([&p, &q]);
+            for c in data.as_bytes().chunks(chunk) {
+                s.write_all(c).unwrap();
+            }
+            assert_eq!(
+                s.found(),
+                [p.clone()].into_iter().collect(),
+                "chunk {chunk}"
+            );
+        }
+    }
+
+    #[test]
+    fn rewrite_in_place() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("out");
+        fs::create_dir_all(root.join("sub")).unwrap();
+        let from = "00bgd045z0d4icpbc2yyz4gx48ak44la";
+        let to = "zzbgd045z0d4icpbc2yyz4gx48ak44la";
+        fs::write(root.join("sub/f"), format!("a{from}b{from}")).unwrap();
+        std::os::unix::fs::symlink(format!("/rocmx/store/{from}-x"), root.join("l")).unwrap();
+        fs::write(root.join(format!("n{from}")), "plain").unwrap();
+        normalise_tree(&root).unwrap();
+        rewrite_tree(&root, from.as_bytes(), to.as_bytes()).unwrap();
+        normalise_tree(&root).unwrap();
+        assert_eq!(
+            fs::read_to_string(root.join("sub/f")).unwrap(),
+            format!("a{to}b{to}")
+        );
+        assert_eq!(
+            fs::read_link(root.join("l")).unwrap(),
+            PathBuf::from(format!("/rocmx/store/{to}-x"))
+        );
+        assert!(root.join(format!("n{to}")).exists());
+        remove_tree(&root);
+        assert!(!root.exists());
+    }
+}

@@ -1,0 +1,197 @@
+//! Resolution: a derivation rewritten against the realised outputs of its inputs, and the
+//! cache key of realisations.
+//!
+//! Owns: [`resolve`] (input derivations → input sources, eval-time placeholders → realised
+//! paths), [`resolved_hash`] (the key under which realisations are recorded), and the
+//! scratch paths builds write to ([`scratch_path`]).
+//!
+//! Must not: read or write the store, or build.
+//!
+//! # The resolved derivation
+//!
+//! For every input derivation `d` (named `n` by its `name` variable) and every output `o`
+//! of it that is used, realised to `p`:
+//!
+//! * every occurrence of `StorePath::placeholder_for_output(d, o, output_path_name(n, o))`
+//!   (absolute) in the builder, the arguments and the environment values is replaced by
+//!   `p` (absolute; both are store paths, so lengths differ only by the names, which are
+//!   equal);
+//! * `p` is added to the input sources;
+//!
+//! and the input derivations are emptied. The outputs, `system` and the output hash
+//! placeholders (`/1rz4g…`) are unchanged.
+//!
+//! # The cache key
+//!
+//! `resolved_hash = hex(BLAKE3(resolved.to_aterm()))`, 64 lowercase hex digits.
+//!
+//! # Scratch paths
+//!
+//! While building, output `o` (final name `name`) of the resolved derivation with key `k`
+//! is written at the scratch path `/rocmx/store/<h>-<name>`, where
+//!
+//! ```text
+//! h = nix32(BLAKE3("rocmx-scratch-v1" NUL k NUL o NUL name)[0..20])
+//! ```
+//!
+//! It has the length of the final path (same name, 32-character hash part), so
+//! self-references are rewritten in place; it never becomes valid.
+
+use std::collections::BTreeMap;
+
+use rocmx_store::derivation::{hash_placeholder, output_path_name};
+use rocmx_store::path::HASH_BYTES;
+use rocmx_store::{Derivation, StorePath, StorePathError};
+
+/// Replaces every `from` by its `to` in the builder, the arguments and the environment
+/// values of `drv`.
+pub fn substitute(drv: &mut Derivation, pairs: &[(String, String)]) {
+    if pairs.is_empty() {
+        return;
+    }
+    let apply = |s: &mut String| {
+        for (from, to) in pairs {
+            if s.contains(from.as_str()) {
+                *s = s.replace(from.as_str(), to);
+            }
+        }
+    };
+    apply(&mut drv.builder);
+    drv.args.iter_mut().for_each(apply);
+    drv.env.values_mut().for_each(apply);
+}
+
+/// An input derivation as resolution needs it: its name and where its outputs went.
+#[derive(Debug, Clone)]
+pub struct ResolvedInput {
+    /// Its `name` variable.
+    pub name: String,
+    /// Realised outputs.
+    pub outputs: BTreeMap<String, StorePath>,
+}
+
+/// Why a derivation cannot be resolved.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    /// An input derivation was not given.
+    #[error("input derivation {0} was not realised")]
+    MissingInput(StorePath),
+    /// An output of an input derivation that it does not have.
+    #[error("input derivation {drv} has no output '{output}'")]
+    MissingOutput {
+        /// The input.
+        drv: StorePath,
+        /// The output asked for.
+        output: String,
+    },
+    /// A placeholder could not be computed (bad name).
+    #[error(transparent)]
+    Path(#[from] StorePathError),
+}
+
+/// The resolved form of `drv`, given its realised inputs (see the module documentation).
+pub fn resolve(
+    drv: &Derivation,
+    inputs: &BTreeMap<StorePath, ResolvedInput>,
+) -> Result<Derivation, ResolveError> {
+    let mut resolved = drv.clone();
+    resolved.input_drvs.clear();
+    let mut pairs = Vec::new();
+    for (input, used) in &drv.input_drvs {
+        let r = inputs
+            .get(input)
+            .ok_or_else(|| ResolveError::MissingInput(input.clone()))?;
+        for o in used {
+            let p = r
+                .outputs
+                .get(o)
+                .ok_or_else(|| ResolveError::MissingOutput {
+                    drv: input.clone(),
+                    output: o.clone(),
+                })?;
+            let ph = StorePath::placeholder_for_output(input, o, &output_path_name(&r.name, o))?;
+            pairs.push((ph.to_absolute(), p.to_absolute()));
+            resolved.input_srcs.insert(p.clone());
+        }
+    }
+    substitute(&mut resolved, &pairs);
+    Ok(resolved)
+}
+
+/// The cache key of a resolved derivation: hex BLAKE3 of its ATerm.
+pub fn resolved_hash(resolved: &Derivation) -> String {
+    blake3::hash(resolved.to_aterm().as_bytes())
+        .to_hex()
+        .to_string()
+}
+
+/// The scratch path of output `output`, named `name`, of the resolved derivation with key
+/// `key` (see the module documentation).
+pub fn scratch_path(key: &str, output: &str, name: &str) -> Result<StorePath, StorePathError> {
+    let fp = format!("rocmx-scratch-v1\0{key}\0{output}\0{name}");
+    let digest = blake3::hash(fp.as_bytes());
+    let mut h = [0u8; HASH_BYTES];
+    h.copy_from_slice(&digest.as_bytes()[..HASH_BYTES]);
+    StorePath::new(h, name)
+}
+
+/// The pairs that replace each output's hash placeholder by its scratch path.
+pub fn output_pairs(scratch: &BTreeMap<String, StorePath>) -> Vec<(String, String)> {
+    scratch
+        .iter()
+        .map(|(o, p)| (hash_placeholder(o), p.to_absolute()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rocmx_store::{DerivationOutput, HashAlgo, IngestionMethod};
+
+    #[test]
+    fn resolves_placeholders() {
+        let dep: StorePath = "/rocmx/store/00bgd045z0d4icpbc2yyz4gx48ak44la-a.drv"
+            .parse()
+            .unwrap();
+        let real: StorePath = "/rocmx/store/zzbgd045z0d4icpbc2yyz4gx48ak44la-a"
+            .parse()
+            .unwrap();
+        let ph = StorePath::placeholder_for_output(&dep, "out", "a").unwrap();
+        let mut d = Derivation {
+            system: "x86_64-linux".into(),
+            builder: format!("{ph}/bin/sh"),
+            args: vec!["-c".into(), format!("cat {ph}/x > $out")],
+            ..Derivation::default()
+        };
+        d.outputs.insert(
+            "out".into(),
+            DerivationOutput::Floating {
+                method: IngestionMethod::Nar,
+                algo: HashAlgo::Blake3,
+            },
+        );
+        d.env.insert("dep".into(), ph.to_absolute());
+        d.env.insert("out".into(), hash_placeholder("out"));
+        d.input_drvs
+            .insert(dep.clone(), ["out".to_string()].into_iter().collect());
+        let inputs = [(
+            dep.clone(),
+            ResolvedInput {
+                name: "a".into(),
+                outputs: [("out".to_string(), real.clone())].into_iter().collect(),
+            },
+        )]
+        .into_iter()
+        .collect();
+        let r = resolve(&d, &inputs).unwrap();
+        assert!(r.input_drvs.is_empty());
+        assert!(r.input_srcs.contains(&real));
+        assert_eq!(r.builder, format!("{real}/bin/sh"));
+        assert_eq!(r.env["dep"], real.to_absolute());
+        assert_eq!(r.args[1], format!("cat {real}/x > $out"));
+        assert_eq!(r.env["out"], hash_placeholder("out"));
+        assert_eq!(resolved_hash(&r).len(), 64);
+        let s = scratch_path(&resolved_hash(&r), "out", "b").unwrap();
+        assert_eq!(s.to_absolute().len(), real.to_absolute().len());
+    }
+}
