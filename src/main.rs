@@ -11,6 +11,7 @@
 //! | 2    | the command line itself is wrong (usage error)           |
 
 mod cmd;
+mod evalstore;
 
 /// The evaluator allocates many small, short-lived objects from a worker
 /// thread; glibc's per-thread arenas grow through `mprotect` one step at a time,
@@ -47,6 +48,12 @@ enum Command {
     Hash(cmd::hash::HashArgs),
     /// Show why a store path depends on another (the chain of references).
     WhyDepends(cmd::why_depends::WhyDependsArgs),
+    /// Evaluate, then build the derivations found and link their outputs (`result`).
+    Build(cmd::build::BuildArgs),
+    /// Print the stored build log of a derivation or of an output path.
+    Log(cmd::log::LogArgs),
+    /// Work with derivations: `show` prints them as JSON.
+    Derivation(cmd::derivation::DerivationArgs),
 }
 
 /// Stack for the thread that does the work. Evaluation grows its own stack on
@@ -68,6 +75,9 @@ fn main() {
                 Command::PathInfo(args) => cmd::path_info::run(args, &store),
                 Command::Hash(args) => cmd::hash::run(args, &store),
                 Command::WhyDepends(args) => cmd::why_depends::run(args, &store),
+                Command::Build(args) => cmd::build::run(args, &store),
+                Command::Log(args) => cmd::log::run(args, &store),
+                Command::Derivation(args) => cmd::derivation::run(args, &store),
             }
         });
     let code = match worker.map(|h| h.join()) {

@@ -1,8 +1,11 @@
 //! One module per subcommand. Each parses nothing itself (clap did) and renders
 //! library results for the terminal.
 
+pub mod build;
+pub mod derivation;
 pub mod eval;
 pub mod hash;
+pub mod log;
 pub mod path_info;
 pub mod store;
 pub mod why_depends;

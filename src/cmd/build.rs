@@ -1,0 +1,742 @@
+//! `rocmx build`: evaluate, realise the derivations found, link the results.
+//!
+//! ```text
+//! rocmx build (--file FILE [ATTRPATH…] | --expr EXPR [ATTRPATH…] | FILE…)
+//!     [--arg NAME EXPR] [--argstr NAME STR] [-A ATTRPATH] [-I PATH]
+//!     [--dry-run] [--json] [--rebuild] [--keep-failed]
+//!     [--no-link] [-o|--out-link NAME] [--print-out-paths]
+//!     [--cores N] [--timeout SECS] [--max-silent-time SECS]
+//! ```
+//!
+//! Owns: option handling (as `rocmx eval` does it: search path, auto-calling with
+//! `--arg`/`--argstr`, attribute paths), finding the derivations in the value, calling
+//! the realiser (`rocmx_builder::realise`), `result` links (indirect GC roots) and the
+//! output forms (plain, `--print-out-paths`, `--json`, the `--dry-run` plan).
+//!
+//! Derivations in the value: a derivation (`type = "derivation"`) gives its `drvPath`
+//! (and, when it carries `outputName`, that output only); a list gives each of its
+//! elements' derivations; a set that is not a derivation gives its attributes that are
+//! derivations, in name order, as `nix-build` does.
+//!
+//! Exit codes: 0 built (or nothing to do), 1 an evaluation or build failure, 2 a bad
+//! command line.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::time::Duration;
+
+use clap::Args;
+use rocmx_builder::realise::{BuildError, BuildOptions, Realised, Realiser};
+use rocmx_lang::eval::{EResult, ErrorKind, EvalError};
+use rocmx_lang::value::{Attrs, Sym};
+use rocmx_lang::{EvalSettings, Evaluator, Value};
+use rocmx_store::{Derivation, LocalStore, StorePath};
+
+use super::path_info::{open_store, store_msg, Fail};
+use super::StoreOpt;
+use crate::evalstore::LocalEvalStore;
+
+#[derive(Args, Debug)]
+pub struct BuildArgs {
+    /// Without --file/--expr: the files to build (a directory means its default.nix).
+    /// With --file or --expr: attribute paths to select from it.
+    #[arg(value_name = "FILE|ATTRPATH")]
+    positional: Vec<String>,
+    /// Build from this file; the positional arguments are attribute paths in it.
+    #[arg(
+        short = 'f',
+        long = "file",
+        value_name = "FILE",
+        conflicts_with = "expr"
+    )]
+    file: Option<PathBuf>,
+    /// Build from this expression; the positional arguments are attribute paths in it.
+    #[arg(short = 'E', long = "expr", value_name = "EXPR")]
+    expr: Option<String>,
+    /// Pass NAME = EXPR to a top-level function with formals.
+    #[arg(long = "arg", num_args = 2, value_names = ["NAME", "EXPR"], action = clap::ArgAction::Append)]
+    arg: Vec<String>,
+    /// Pass NAME = "STR" to a top-level function with formals.
+    #[arg(long = "argstr", num_args = 2, value_names = ["NAME", "STR"], action = clap::ArgAction::Append)]
+    argstr: Vec<String>,
+    /// Select this attribute path (may be repeated; adds to the positional ones).
+    #[arg(short = 'A', long = "attr", value_name = "ATTRPATH")]
+    attr: Vec<String>,
+    /// Add a search path entry: DIR or NAME=DIR (used by `<NAME>`).
+    #[arg(short = 'I', long = "include", value_name = "PATH")]
+    include: Vec<String>,
+    /// Print what would be built and what is already valid; build nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Print the result (or with --dry-run, the plan) as one JSON object.
+    #[arg(long)]
+    json: bool,
+    /// Build the derivations again even when a realisation of them is recorded.
+    #[arg(long)]
+    rebuild: bool,
+    /// Keep the build directory of a failed build.
+    #[arg(long)]
+    keep_failed: bool,
+    /// Do not create `result` links.
+    #[arg(long)]
+    no_link: bool,
+    /// Base name of the result links (default `result`): NAME, NAME-2, …, and
+    /// NAME[-N]-OUTPUT for outputs other than `out`.
+    #[arg(short = 'o', long = "out-link", value_name = "NAME")]
+    out_link: Option<PathBuf>,
+    /// Print the output paths (logical, /rocmx/store/…), one per line.
+    #[arg(long)]
+    print_out_paths: bool,
+    /// Cores each build may use, exported as ROCMX_BUILD_CORES (default: all).
+    #[arg(long, value_name = "N")]
+    cores: Option<u32>,
+    /// Kill a build that runs longer than SECS seconds.
+    #[arg(long, value_name = "SECS")]
+    timeout: Option<u64>,
+    /// Kill a build that prints nothing for SECS seconds.
+    #[arg(long = "max-silent-time", value_name = "SECS")]
+    max_silent_time: Option<u64>,
+    /// Print the build logs on standard error as they come, each line prefixed `name> `.
+    #[arg(short = 'L', long = "print-build-logs")]
+    print_build_logs: bool,
+    /// Maximum depth of nested function calls before evaluation stops.
+    #[arg(long, value_name = "N", default_value_t = 20_000)]
+    max_call_depth: usize,
+    /// Show the chain of "while evaluating" frames on evaluation errors.
+    #[arg(long)]
+    show_trace: bool,
+}
+
+/// One derivation to realise, as found in the value.
+struct Target {
+    drv: StorePath,
+    /// The output selected (`outputName` of the value), or all of them.
+    output: Option<String>,
+}
+
+pub fn run(args: BuildArgs, store_opt: &StoreOpt) -> i32 {
+    if args.file.is_none() && args.expr.is_none() && args.positional.is_empty() {
+        eprintln!("error: nothing to build; give a FILE, --file FILE or --expr EXPR");
+        return 2;
+    }
+    let store = match open_store(store_opt) {
+        Ok(s) => Rc::new(s),
+        Err(Fail::Msg(m)) => {
+            eprintln!("error: {m}");
+            return 1;
+        }
+        Err(_) => return 1,
+    };
+    let settings = settings(&args);
+    let mut ev = Evaluator::new(settings, Rc::new(LocalEvalStore::new(store.clone())));
+    let targets = match find_targets(&mut ev, &args) {
+        Ok(t) => t,
+        Err(e) => {
+            eprint!("{}", ev.sources.render(&e, args.show_trace));
+            std::mem::forget(ev);
+            return 1;
+        }
+    };
+    // Evaluation is over; the realiser only reads the store.
+    std::mem::forget(ev);
+    let r = if args.dry_run {
+        dry_run(&store, &targets, &args)
+    } else {
+        build(&store, &targets, &args)
+    };
+    match r {
+        Ok(()) => 0,
+        Err(Fail::Msg(m)) => {
+            eprintln!("error: {m}");
+            1
+        }
+        Err(_) => 1,
+    }
+}
+
+fn settings(args: &BuildArgs) -> EvalSettings {
+    let entry = |s: &str| match s.split_once('=') {
+        Some((prefix, path)) if !prefix.contains('/') => (prefix.to_string(), path.to_string()),
+        _ => (String::new(), s.to_string()),
+    };
+    let mut search_path: Vec<(String, String)> = args.include.iter().map(|s| entry(s)).collect();
+    for var in ["ROCMX_PATH", "NIX_PATH"] {
+        if let Ok(v) = std::env::var(var) {
+            search_path.extend(v.split(':').filter(|s| !s.is_empty()).map(entry));
+        }
+    }
+    EvalSettings {
+        search_path,
+        max_call_depth: args.max_call_depth,
+        ..EvalSettings::default()
+    }
+}
+
+fn cwd() -> PathBuf {
+    std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"))
+}
+
+fn absolute(f: &Path, base: &Path) -> PathBuf {
+    if f.is_absolute() {
+        f.to_path_buf()
+    } else {
+        base.join(f)
+    }
+}
+
+fn eval_err(msg: String) -> Box<EvalError> {
+    EvalError::new(ErrorKind::Eval, msg)
+}
+
+/// Evaluates what the arguments name and collects the derivations in it.
+fn find_targets(ev: &mut Evaluator, args: &BuildArgs) -> EResult<Vec<Target>> {
+    let base = cwd();
+    // (root value, attribute paths to select from it)
+    let mut roots: Vec<(Value, Vec<String>)> = Vec::new();
+    let mut attrs: Vec<String> = Vec::new();
+    match (&args.file, &args.expr) {
+        (Some(f), _) => {
+            attrs.extend(args.positional.iter().cloned());
+            attrs.extend(args.attr.iter().cloned());
+            roots.push((ev.eval_file(&absolute(f, &base))?, attrs));
+        }
+        (None, Some(e)) => {
+            attrs.extend(args.positional.iter().cloned());
+            attrs.extend(args.attr.iter().cloned());
+            roots.push((ev.eval_string(e, &base)?, attrs));
+        }
+        (None, None) => {
+            for f in &args.positional {
+                let v = ev.eval_file(&absolute(Path::new(f), &base))?;
+                roots.push((v, args.attr.clone()));
+            }
+        }
+    }
+    let auto = auto_args(ev, args, &base)?;
+    let mut targets = Vec::new();
+    for (root, paths) in roots {
+        if paths.is_empty() {
+            let v = auto_call(ev, &root, &auto)?;
+            collect(ev, &v, &mut targets, true)?;
+        }
+        for path in &paths {
+            let mut v = root.clone();
+            for name in split_attr_path(path)? {
+                v = auto_call(ev, &v, &auto)?;
+                v = select(ev, &v, &name)?;
+            }
+            v = auto_call(ev, &v, &auto)?;
+            collect(ev, &v, &mut targets, true)?;
+        }
+    }
+    // The same derivation output named twice is built and linked once.
+    let mut seen = BTreeSet::new();
+    targets.retain(|t| seen.insert((t.drv.clone(), t.output.clone())));
+    Ok(targets)
+}
+
+/// If `v` is a derivation, its `drvPath` and selected output.
+fn as_derivation(ev: &mut Evaluator, a: &Attrs) -> EResult<Option<Target>> {
+    let Some(ty) = a.get("type") else {
+        return Ok(None);
+    };
+    match ev.force(&ty.clone())? {
+        Value::String(s) if s.as_str() == "derivation" => {}
+        _ => return Ok(None),
+    }
+    let drv_path = match a.get("drvPath") {
+        Some(d) => match ev.force(&d.clone())? {
+            Value::String(s) => s.as_str().to_string(),
+            other => {
+                return Err(eval_err(format!(
+                    "the derivation's 'drvPath' is {} instead of a string",
+                    other.type_().described()
+                )))
+            }
+        },
+        None => return Err(eval_err("a derivation has no 'drvPath' attribute".into())),
+    };
+    let drv = StorePath::from_absolute(&drv_path).map_err(|e| {
+        eval_err(format!(
+            "the derivation's 'drvPath' '{drv_path}' is not a store path: {e}"
+        ))
+    })?;
+    let output = match a.get("outputName") {
+        Some(o) => match ev.force(&o.clone())? {
+            Value::String(s) => Some(s.as_str().to_string()),
+            _ => None,
+        },
+        None => None,
+    };
+    Ok(Some(Target { drv, output }))
+}
+
+/// Collects the derivations of `v` (see the module documentation). `top` is false
+/// inside a plain set, whose non-derivation attributes are skipped.
+fn collect(ev: &mut Evaluator, v: &Value, out: &mut Vec<Target>, top: bool) -> EResult<()> {
+    let v = ev.force(v)?;
+    match &v {
+        Value::Attrs(a) => {
+            if let Some(t) = as_derivation(ev, a)? {
+                out.push(t);
+            } else if top {
+                let entries: Vec<Value> = a.iter().map(|(_, x)| x.clone()).collect();
+                for x in entries {
+                    if let Value::Attrs(b) = ev.force(&x)? {
+                        if let Some(t) = as_derivation(ev, &b)? {
+                            out.push(t);
+                        }
+                    }
+                }
+            }
+            Ok(())
+        }
+        Value::List(l) if top => {
+            for x in l.iter() {
+                collect(ev, x, out, true)?;
+            }
+            Ok(())
+        }
+        other if top => Err(eval_err(format!(
+            "the value to build is {}, not a derivation or a set or list of derivations",
+            other.type_().described()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// The `--arg`/`--argstr` values as a set, each `--arg` expression evaluated lazily.
+fn auto_args(ev: &mut Evaluator, args: &BuildArgs, base: &Path) -> EResult<Rc<Attrs>> {
+    let mut entries = Vec::new();
+    for pair in args.arg.chunks(2) {
+        if let [name, expr] = pair {
+            let ir =
+                ev.compile_source(format!("«--arg {name}»"), None, expr.as_str().into(), base)?;
+            let env = ev.globals().clone();
+            let v = ev.delay(&ir, &env);
+            entries.push((Sym::new(name), v));
+        }
+    }
+    for pair in args.argstr.chunks(2) {
+        if let [name, s] = pair {
+            entries.push((Sym::new(name), Value::str(s.clone())));
+        }
+    }
+    Ok(Rc::new(Attrs::from_unsorted(entries)))
+}
+
+/// Calls a function with formals on the matching auto-arguments; other values are
+/// returned unchanged.
+fn auto_call(ev: &mut Evaluator, v: &Value, auto: &Rc<Attrs>) -> EResult<Value> {
+    let f = ev.force(v)?;
+    if let Value::Lambda(c) = &f {
+        if let rocmx_lang::eval::ir::IrParam::Formals {
+            formals, ellipsis, ..
+        } = &c.def.param
+        {
+            let passed: Vec<(Sym, Value)> = if *ellipsis {
+                auto.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+            } else {
+                formals
+                    .iter()
+                    .filter_map(|(n, _)| auto.get(n).map(|v| (n.clone(), v.clone())))
+                    .collect()
+            };
+            return ev.call(&f, Value::attrs(Attrs::from_unsorted(passed)));
+        }
+    }
+    Ok(f)
+}
+
+fn split_attr_path(p: &str) -> EResult<Vec<String>> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    for c in p.chars() {
+        match c {
+            '"' => quoted = !quoted,
+            '.' if !quoted => out.push(std::mem::take(&mut cur)),
+            c => cur.push(c),
+        }
+    }
+    if quoted {
+        return Err(eval_err(format!(
+            "missing closing quote in attribute path '{p}'"
+        )));
+    }
+    if !p.is_empty() {
+        out.push(cur);
+    }
+    Ok(out)
+}
+
+fn select(ev: &mut Evaluator, v: &Value, name: &str) -> EResult<Value> {
+    let f = ev.force(v)?;
+    match &f {
+        Value::Attrs(a) => match a.get(name) {
+            Some(x) => ev.force(&x.clone()),
+            None => {
+                let names: Vec<&str> = a.iter().map(|(k, _)| k.as_str()).collect();
+                let hint = did_you_mean(name, &names)
+                    .map(|s| format!("; did you mean '{s}'?"))
+                    .unwrap_or_default();
+                Err(eval_err(format!(
+                    "attribute '{name}' in selection path not found{hint}"
+                )))
+            }
+        },
+        Value::List(l) => {
+            let i: usize = name
+                .parse()
+                .map_err(|_| eval_err(format!("'{name}' is not a valid list index")))?;
+            match l.get(i) {
+                Some(x) => ev.force(&x.clone()),
+                None => Err(eval_err(format!(
+                    "list index {i} in selection path is out of bounds"
+                ))),
+            }
+        }
+        other => Err(EvalError::new(
+            ErrorKind::Type,
+            format!(
+                "the expression selected by the selection path '{name}' should be a set but is {}",
+                other.type_().described()
+            ),
+        )),
+    }
+}
+
+/// The closest name to `name` among `names`, if one is close enough.
+fn did_you_mean<'a>(name: &str, names: &[&'a str]) -> Option<&'a str> {
+    fn dist(a: &str, b: &str) -> usize {
+        let b: Vec<char> = b.chars().collect();
+        let mut row: Vec<usize> = (0..=b.len()).collect();
+        for (i, ca) in a.chars().enumerate() {
+            let mut prev = row[0];
+            row[0] = i + 1;
+            for (j, cb) in b.iter().enumerate() {
+                let cur = row[j + 1];
+                row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+                prev = cur;
+            }
+        }
+        row[b.len()]
+    }
+    names
+        .iter()
+        .map(|n| (dist(name, n), *n))
+        .filter(|(d, _)| *d <= 2.max(name.len() / 3))
+        .min()
+        .map(|(_, n)| n)
+}
+
+fn options(args: &BuildArgs) -> BuildOptions {
+    let defaults = BuildOptions::default();
+    BuildOptions {
+        cores: args.cores.unwrap_or(defaults.cores),
+        timeout: args.timeout.map(Duration::from_secs),
+        max_silent: args.max_silent_time.map(Duration::from_secs),
+        keep_failed: args.keep_failed,
+        rebuild: args.rebuild,
+    }
+}
+
+/// The outputs of `r` that `t` selects.
+fn selected<'a>(t: &Target, r: &'a Realised) -> Result<Vec<(&'a String, &'a StorePath)>, Fail> {
+    match &t.output {
+        None => Ok(r.outputs.iter().collect()),
+        Some(o) => match r.outputs.get_key_value(o) {
+            Some(kv) => Ok(vec![kv]),
+            None => Err(Fail::Msg(format!(
+                "derivation '{}' has no output '{o}'",
+                t.drv
+            ))),
+        },
+    }
+}
+
+fn build(store: &LocalStore, targets: &[Target], args: &BuildArgs) -> Result<(), Fail> {
+    let mut realiser = Realiser::new(store, options(args));
+    if args.print_build_logs {
+        realiser.on_log(log_printer());
+    }
+    let mut done: Vec<Realised> = Vec::new();
+    for t in targets {
+        match realiser.realise(&t.drv) {
+            Ok(r) => done.push(r),
+            Err(e) => {
+                report_failure(&realiser, &e);
+                return Err(Fail::Reported);
+            }
+        }
+    }
+    // Result links: NAME, NAME-2, … per derivation; NAME[-N]-OUTPUT for other outputs.
+    if !args.no_link {
+        let base = args
+            .out_link
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("result"));
+        for (i, (t, r)) in targets.iter().zip(&done).enumerate() {
+            for (name, path) in selected(t, r)? {
+                let mut link = base.as_os_str().to_owned();
+                if i > 0 {
+                    link.push(format!("-{}", i + 1));
+                }
+                if name != "out" {
+                    link.push(format!("-{name}"));
+                }
+                let link = PathBuf::from(link);
+                store.add_root(&link, path).map_err(|e| {
+                    Fail::Msg(format!(
+                        "creating the result link '{}': {}",
+                        link.display(),
+                        store_msg(&e)
+                    ))
+                })?;
+            }
+        }
+    }
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let outputs: Vec<serde_json::Value> = targets
+            .iter()
+            .zip(&done)
+            .map(|(t, r)| {
+                let outs: serde_json::Map<String, serde_json::Value> = selected(t, r)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(n, p)| (n.clone(), p.to_absolute().into()))
+                    .collect();
+                serde_json::json!({ "drvPath": r.drv.to_absolute(), "outputs": outs })
+            })
+            .collect();
+        let built: Vec<String> = realiser.built().iter().map(|p| p.to_absolute()).collect();
+        let _ = writeln!(
+            out,
+            "{{\"outputs\":{},\"built\":{},\"substituted\":[]}}",
+            serde_json::Value::from(outputs),
+            serde_json::Value::from(built)
+        );
+    }
+    if args.print_out_paths {
+        for (t, r) in targets.iter().zip(&done) {
+            for (_, p) in selected(t, r)? {
+                let _ = writeln!(out, "{p}");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Prints a build failure: the error (which names the derivation) and, for a failed
+/// builder, the end of its log.
+fn report_failure(realiser: &Realiser<'_>, e: &BuildError) {
+    // The error's message names the derivation and, for a failed builder, ends with
+    // the last lines of its log.
+    eprintln!("error: {}", e.to_string().trim_end());
+    if let BuildError::Failed { drv, .. } = e {
+        eprintln!(
+            "the full log: rocmx log {drv} (stored at '{}')",
+            realiser.log_path(drv).display()
+        );
+    }
+}
+
+/// The `-L` observer: complete lines of each build's log, prefixed `name> `, on
+/// standard error (partial lines wait for their end, per derivation).
+fn log_printer() -> impl Fn(&StorePath, &[u8]) + Send + Sync + 'static {
+    let partial: std::sync::Mutex<BTreeMap<StorePath, Vec<u8>>> = Default::default();
+    move |drv: &StorePath, chunk: &[u8]| {
+        let mut partial = partial.lock().unwrap_or_else(|e| e.into_inner());
+        let buf = partial.entry(drv.clone()).or_default();
+        buf.extend_from_slice(chunk);
+        let name = drv.name().trim_end_matches(".drv");
+        let mut err = std::io::stderr().lock();
+        while let Some(i) = buf.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = buf.drain(..=i).collect();
+            let _ = write!(err, "{name}> ");
+            let _ = err.write_all(&line);
+        }
+    }
+}
+
+/// What `--dry-run` reports about the closure of the targets.
+struct Plan {
+    /// Derivations that will be built, dependencies first.
+    build: Vec<StorePath>,
+    /// Derivations whose outputs are already valid (nothing to do).
+    valid: Vec<StorePath>,
+    /// Those of `build` that wait for an input to be built: early cutoff may yet
+    /// find them realised once it is.
+    waiting: BTreeSet<StorePath>,
+}
+
+/// The plan without building, computed as the realiser decides: dependencies first, a
+/// derivation whose inputs all have known outputs is resolved and looked up in the
+/// realisations (early cutoff included); a fixed output is done when its path is valid.
+/// A derivation with an input still to be built is listed as to be built (its resolved
+/// form is not known before that input exists, so early cutoff may yet skip it).
+fn plan(store: &LocalStore, targets: &[Target], rebuild: bool) -> Result<Plan, Fail> {
+    let smsg = |e: rocmx_store::StoreError| Fail::Msg(store_msg(&e));
+    let mut order: Vec<StorePath> = Vec::new();
+    // drv → its outputs when known without building, `None` when it will be built.
+    let mut known: BTreeMap<StorePath, Option<BTreeMap<String, StorePath>>> = BTreeMap::new();
+    let mut drvs: BTreeMap<StorePath, Derivation> = BTreeMap::new();
+    let mut waiting = BTreeSet::new();
+    let mut stack: Vec<(StorePath, bool)> = targets
+        .iter()
+        .rev()
+        .map(|t| (t.drv.clone(), false))
+        .collect();
+    while let Some((p, expanded)) = stack.pop() {
+        if known.contains_key(&p) {
+            continue;
+        }
+        if !drvs.contains_key(&p) {
+            drvs.insert(p.clone(), read_drv(store, &p)?);
+        }
+        let d = &drvs[&p];
+        if !expanded {
+            // A valid fixed output needs nothing, not even its inputs.
+            if !rebuild {
+                if let Some(m) = valid_fixed(store, d)? {
+                    known.insert(p.clone(), Some(m));
+                    order.push(p);
+                    continue;
+                }
+            }
+            stack.push((p.clone(), true));
+            for i in d.input_drvs.keys().rev() {
+                if !known.contains_key(i) {
+                    stack.push((i.clone(), false));
+                }
+            }
+            continue;
+        }
+        // With --rebuild everything is built; fixed outputs not valid (checked above) are.
+        let outputs = if rebuild || d.outputs.values().all(|o| o.path().is_some()) {
+            None
+        } else {
+            let mut inputs = BTreeMap::new();
+            let mut ready = true;
+            for i in d.input_drvs.keys() {
+                match &known[i] {
+                    Some(outs) => {
+                        let name = drvs[i]
+                            .name()
+                            .map(str::to_string)
+                            .unwrap_or_else(|| i.name().trim_end_matches(".drv").to_string());
+                        inputs.insert(
+                            i.clone(),
+                            rocmx_builder::resolve::ResolvedInput {
+                                name,
+                                outputs: outs.clone(),
+                            },
+                        );
+                    }
+                    None => ready = false,
+                }
+            }
+            if !ready {
+                waiting.insert(p.clone());
+                None
+            } else {
+                let resolved = rocmx_builder::resolve::resolve(d, &inputs)
+                    .map_err(|e| Fail::Msg(format!("resolving '{p}': {e}")))?;
+                let key = rocmx_builder::resolve::resolved_hash(&resolved);
+                let mut m = BTreeMap::new();
+                let mut all = true;
+                for name in d.outputs.keys() {
+                    match store.query_realisation(&key, name).map_err(smsg)? {
+                        Some(path) if store.is_valid(&path).map_err(smsg)? => {
+                            m.insert(name.clone(), path);
+                        }
+                        _ => all = false,
+                    }
+                }
+                all.then_some(m)
+            }
+        };
+        known.insert(p.clone(), outputs);
+        order.push(p);
+    }
+    let (build, valid): (Vec<StorePath>, Vec<StorePath>) =
+        order.into_iter().partition(|p| known[p].is_none());
+    Ok(Plan {
+        build,
+        valid,
+        waiting,
+    })
+}
+
+fn dry_run(store: &LocalStore, targets: &[Target], args: &BuildArgs) -> Result<(), Fail> {
+    let p = plan(store, targets, args.rebuild)?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let abs = |v: &[StorePath]| {
+            serde_json::Value::from(v.iter().map(|p| p.to_absolute()).collect::<Vec<_>>())
+        };
+        let _ = writeln!(
+            out,
+            "{{\"build\":{},\"fetch\":[],\"valid\":{}}}",
+            abs(&p.build),
+            abs(&p.valid)
+        );
+        return Ok(());
+    }
+    if p.build.is_empty() {
+        let _ = writeln!(
+            out,
+            "nothing to build; all {} derivations are valid",
+            p.valid.len()
+        );
+    } else {
+        let _ = writeln!(out, "these {} derivations will be built:", p.build.len());
+        for d in &p.build {
+            let note = if p.waiting.contains(d) {
+                " (unless its inputs rebuild to identical bytes)"
+            } else {
+                ""
+            };
+            let _ = writeln!(out, "  {d}{note}");
+        }
+    }
+    if !p.valid.is_empty() && !p.build.is_empty() {
+        let _ = writeln!(
+            out,
+            "these {} derivations are already valid:",
+            p.valid.len()
+        );
+        for d in &p.valid {
+            let _ = writeln!(out, "  {d}");
+        }
+    }
+    Ok(())
+}
+
+/// The outputs of `d` when they are all fixed and valid.
+fn valid_fixed(
+    store: &LocalStore,
+    d: &Derivation,
+) -> Result<Option<BTreeMap<String, StorePath>>, Fail> {
+    let mut m = BTreeMap::new();
+    for (name, o) in &d.outputs {
+        match o.path() {
+            Some(p) if store.is_valid(p).map_err(|e| Fail::Msg(store_msg(&e)))? => {
+                m.insert(name.clone(), p.clone());
+            }
+            _ => return Ok(None),
+        }
+    }
+    Ok((!m.is_empty()).then_some(m))
+}
+
+/// Reads and parses the `.drv` file `p` from the store.
+pub(crate) fn read_drv(store: &LocalStore, p: &StorePath) -> Result<Derivation, Fail> {
+    let real = store.real_path(p);
+    let text = std::fs::read_to_string(&real)
+        .map_err(|e| Fail::Msg(format!("reading derivation '{p}': {e}")))?;
+    Derivation::parse(&text).map_err(|e| Fail::Msg(format!("parsing derivation '{p}': {e}")))
+}

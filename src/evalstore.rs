@@ -1,0 +1,243 @@
+//! [`LocalEvalStore`]: the evaluator's store interface ([`EvalStore`]) backed by a
+//! real [`LocalStore`], for commands that build (`rocmx build`).
+//!
+//! Owns: translating the evaluator's store writes into local-store additions —
+//! sources (optionally filtered), fixed-output sources, texts (`toFile`, `.drv`
+//! files, which the realiser then reads back) — and mapping logical paths
+//! (`/rocmx/store/<hash>-<name>[/sub]`) to where they physically are.
+//!
+//! Must not: evaluate or build. `rocmx eval` keeps using `MemStore`, which writes
+//! nothing; both compute the same paths.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use rocmx_lang::eval::{EResult, ErrorKind, EvalError};
+use rocmx_lang::store::{nar_of, EvalStore, PathFilter};
+use rocmx_store::{ContentAddress, Hash, IngestionMethod, LocalStore, NarCa, StorePath, STORE_DIR};
+
+fn store_err(e: impl std::fmt::Display) -> Box<EvalError> {
+    EvalError::new(ErrorKind::Io, e.to_string())
+}
+
+/// An [`EvalStore`] that adds everything to a [`LocalStore`].
+pub struct LocalEvalStore {
+    store: Rc<LocalStore>,
+}
+
+impl LocalEvalStore {
+    pub fn new(store: Rc<LocalStore>) -> LocalEvalStore {
+        LocalEvalStore { store }
+    }
+
+    /// Splits a logical path `/rocmx/store/<base>[/sub]` into its store path and
+    /// subpath; `None` for anything else.
+    fn split_logical(p: &Path) -> Option<(StorePath, Option<&str>)> {
+        let s = p.to_str()?;
+        let rest = s.strip_prefix(STORE_DIR)?.strip_prefix('/')?;
+        let (base, sub) = match rest.split_once('/') {
+            Some((b, s)) => (b, Some(s)),
+            None => (rest, None),
+        };
+        let sp = StorePath::from_base_name(base).ok()?;
+        Some((sp, sub.filter(|s| !s.is_empty())))
+    }
+
+    /// Where to read `src` from: its physical location when it is a logical store
+    /// path, else `src` itself.
+    fn physical(&self, src: &Path) -> PathBuf {
+        self.realise_path(src).unwrap_or_else(|| src.to_path_buf())
+    }
+}
+
+impl EvalStore for LocalEvalStore {
+    fn add_path(
+        &self,
+        src: &Path,
+        name: &str,
+        filter: Option<&mut PathFilter<'_>>,
+    ) -> EResult<String> {
+        // A store path itself (not a subpath) is not copied again.
+        if filter.is_none() {
+            if let Some((sp, None)) = Self::split_logical(src) {
+                if self.store.is_valid(&sp).map_err(store_err)? {
+                    return Ok(sp.to_absolute());
+                }
+            }
+        }
+        let real = self.physical(src);
+        let sp = match filter {
+            None => self.store.add_path(&real, name),
+            Some(f) => {
+                // The local store copies whole trees; a filtered copy goes through
+                // its NAR (same content address as `MemStore` computes).
+                let nar = nar_of(&real, Some(f))?;
+                self.store
+                    .add_nar(name, NarCa::Source, &nar[..], &BTreeSet::new(), None)
+            }
+        }
+        .map_err(|e| {
+            store_err(format!(
+                "while copying '{}' to the store: {e}",
+                src.display()
+            ))
+        })?;
+        Ok(sp.to_absolute())
+    }
+
+    fn add_fixed(
+        &self,
+        src: &Path,
+        name: &str,
+        method: IngestionMethod,
+        expected: &Hash,
+    ) -> EResult<String> {
+        let real = self.physical(src);
+        let nar = nar_of(&real, None)?;
+        let actual = match method {
+            IngestionMethod::Flat => {
+                let data = std::fs::read(&real)
+                    .map_err(|e| store_err(format!("reading '{}': {e}", src.display())))?;
+                Hash::digest(expected.algo(), &data)
+            }
+            IngestionMethod::Nar => Hash::digest(expected.algo(), &nar),
+        };
+        if &actual != expected {
+            return Err(EvalError::new(
+                ErrorKind::Eval,
+                format!(
+                    "hash mismatch in fixed-output path '{}':\n  specified: {}\n  got:       {}",
+                    src.display(),
+                    expected.to_sri(),
+                    actual.to_sri()
+                ),
+            ));
+        }
+        let want = StorePath::from_ca(
+            name,
+            &ContentAddress::Fixed {
+                method,
+                hash: *expected,
+            },
+        )
+        .map_err(store_err)?;
+        if self.store.is_valid(&want).map_err(store_err)? {
+            return Ok(want.to_absolute());
+        }
+        let sp = self
+            .store
+            .add_nar(
+                name,
+                NarCa::Fixed(method, expected.algo()),
+                &nar[..],
+                &BTreeSet::new(),
+                None,
+            )
+            .map_err(|e| {
+                store_err(format!(
+                    "while copying '{}' to the store: {e}",
+                    src.display()
+                ))
+            })?;
+        Ok(sp.to_absolute())
+    }
+
+    fn add_text(&self, name: &str, text: &str, refs: &BTreeSet<String>) -> EResult<String> {
+        let mut references = BTreeSet::new();
+        for r in refs {
+            references.insert(StorePath::from_absolute(r).map_err(store_err)?);
+        }
+        let sp = self
+            .store
+            .add_text(name, text.as_bytes(), &references)
+            .map_err(|e| store_err(format!("adding '{name}' to the store: {e}")))?;
+        Ok(sp.to_absolute())
+    }
+
+    fn realise_path(&self, p: &Path) -> Option<PathBuf> {
+        let (sp, sub) = Self::split_logical(p)?;
+        if !self.store.is_valid(&sp).ok()? {
+            return None;
+        }
+        let root = self.store.real_path(&sp);
+        Some(match sub {
+            Some(sub) => root.join(sub),
+            None => root,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rocmx_lang::store::MemStore;
+
+    /// The local store and the in-memory one agree on every kind of path.
+    #[test]
+    fn same_paths_as_memstore() {
+        let root = tempfile::tempdir().unwrap();
+        let src = tempfile::tempdir().unwrap();
+        std::fs::write(src.path().join("a"), b"hello").unwrap();
+        std::fs::write(src.path().join("b"), b"world").unwrap();
+        let store = Rc::new(LocalStore::open(root.path()).unwrap());
+        let local = LocalEvalStore::new(store.clone());
+        let mem = MemStore::new();
+
+        let p1 = local.add_path(src.path(), "src", None).unwrap();
+        assert_eq!(p1, mem.add_path(src.path(), "src", None).unwrap());
+        assert!(store
+            .is_valid(&StorePath::from_absolute(&p1).unwrap())
+            .unwrap());
+
+        let mut keep_a = |p: &Path, _: &str| Ok(!p.ends_with("b"));
+        let p2 = local
+            .add_path(src.path(), "src", Some(&mut keep_a))
+            .unwrap();
+        let mut keep_a2 = |p: &Path, _: &str| Ok(!p.ends_with("b"));
+        assert_eq!(
+            p2,
+            mem.add_path(src.path(), "src", Some(&mut keep_a2)).unwrap()
+        );
+        assert_ne!(p1, p2);
+        let real = local.realise_path(Path::new(&format!("{p2}/a"))).unwrap();
+        assert_eq!(std::fs::read(real).unwrap(), b"hello");
+        assert!(local
+            .realise_path(Path::new(&format!("{p2}/b")))
+            .unwrap()
+            .symlink_metadata()
+            .is_err());
+
+        let refs: BTreeSet<String> = [p1.clone()].into_iter().collect();
+        let t = local.add_text("x.drv", "text", &refs).unwrap();
+        assert_eq!(t, mem.add_text("x.drv", "text", &refs).unwrap());
+        let real = local.realise_path(Path::new(&t)).unwrap();
+        assert_eq!(std::fs::read_to_string(real).unwrap(), "text");
+        assert_eq!(
+            store
+                .references(&StorePath::from_absolute(&t).unwrap())
+                .unwrap()
+                .len(),
+            1
+        );
+
+        let file = src.path().join("a");
+        let h = Hash::digest(rocmx_store::HashAlgo::Sha256, b"hello");
+        let f = local
+            .add_fixed(&file, "a", IngestionMethod::Flat, &h)
+            .unwrap();
+        assert_eq!(
+            f,
+            mem.add_fixed(&file, "a", IngestionMethod::Flat, &h)
+                .unwrap()
+        );
+        let bad = Hash::digest(rocmx_store::HashAlgo::Sha256, b"other");
+        assert!(local
+            .add_fixed(&file, "a", IngestionMethod::Flat, &bad)
+            .is_err());
+
+        // Re-adding a store path returns it unchanged.
+        assert_eq!(local.add_path(Path::new(&p1), "src", None).unwrap(), p1);
+        assert!(local.realise_path(Path::new("/elsewhere")).is_none());
+    }
+}
