@@ -28,9 +28,11 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use clap::Args;
+
+use super::common::{absolute, auto_args, auto_call, cwd, select, split_attr_path};
 use rocmx_builder::realise::{BuildError, BuildOptions, Realised, Realiser};
 use rocmx_lang::eval::{EResult, ErrorKind, EvalError};
-use rocmx_lang::value::{Attrs, Sym};
+use rocmx_lang::value::Attrs;
 use rocmx_lang::{EvalSettings, Evaluator, Value};
 use rocmx_store::{Derivation, LocalStore, StorePath};
 
@@ -174,18 +176,6 @@ fn settings(args: &BuildArgs) -> EvalSettings {
     }
 }
 
-fn cwd() -> PathBuf {
-    std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"))
-}
-
-fn absolute(f: &Path, base: &Path) -> PathBuf {
-    if f.is_absolute() {
-        f.to_path_buf()
-    } else {
-        base.join(f)
-    }
-}
-
 fn eval_err(msg: String) -> Box<EvalError> {
     EvalError::new(ErrorKind::Eval, msg)
 }
@@ -214,7 +204,7 @@ fn find_targets(ev: &mut Evaluator, args: &BuildArgs) -> EResult<Vec<Target>> {
             }
         }
     }
-    let auto = auto_args(ev, args, &base)?;
+    let auto = auto_args(ev, &args.arg, &args.argstr, &base)?;
     let mut targets = Vec::new();
     for (root, paths) in roots {
         if paths.is_empty() {
@@ -305,131 +295,6 @@ fn collect(ev: &mut Evaluator, v: &Value, out: &mut Vec<Target>, top: bool) -> E
         ))),
         _ => Ok(()),
     }
-}
-
-/// The `--arg`/`--argstr` values as a set, each `--arg` expression evaluated lazily.
-fn auto_args(ev: &mut Evaluator, args: &BuildArgs, base: &Path) -> EResult<Rc<Attrs>> {
-    let mut entries = Vec::new();
-    for pair in args.arg.chunks(2) {
-        if let [name, expr] = pair {
-            let ir =
-                ev.compile_source(format!("«--arg {name}»"), None, expr.as_str().into(), base)?;
-            let env = ev.globals().clone();
-            let v = ev.delay(&ir, &env);
-            entries.push((Sym::new(name), v));
-        }
-    }
-    for pair in args.argstr.chunks(2) {
-        if let [name, s] = pair {
-            entries.push((Sym::new(name), Value::str(s.clone())));
-        }
-    }
-    Ok(Rc::new(Attrs::from_unsorted(entries)))
-}
-
-/// Calls a function with formals on the matching auto-arguments; other values are
-/// returned unchanged.
-fn auto_call(ev: &mut Evaluator, v: &Value, auto: &Rc<Attrs>) -> EResult<Value> {
-    let f = ev.force(v)?;
-    if let Value::Lambda(c) = &f {
-        if let rocmx_lang::eval::ir::IrParam::Formals {
-            formals, ellipsis, ..
-        } = &c.def.param
-        {
-            let passed: Vec<(Sym, Value)> = if *ellipsis {
-                auto.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
-            } else {
-                formals
-                    .iter()
-                    .filter_map(|(n, _)| auto.get(n).map(|v| (n.clone(), v.clone())))
-                    .collect()
-            };
-            return ev.call(&f, Value::attrs(Attrs::from_unsorted(passed)));
-        }
-    }
-    Ok(f)
-}
-
-fn split_attr_path(p: &str) -> EResult<Vec<String>> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut quoted = false;
-    for c in p.chars() {
-        match c {
-            '"' => quoted = !quoted,
-            '.' if !quoted => out.push(std::mem::take(&mut cur)),
-            c => cur.push(c),
-        }
-    }
-    if quoted {
-        return Err(eval_err(format!(
-            "missing closing quote in attribute path '{p}'"
-        )));
-    }
-    if !p.is_empty() {
-        out.push(cur);
-    }
-    Ok(out)
-}
-
-fn select(ev: &mut Evaluator, v: &Value, name: &str) -> EResult<Value> {
-    let f = ev.force(v)?;
-    match &f {
-        Value::Attrs(a) => match a.get(name) {
-            Some(x) => ev.force(&x.clone()),
-            None => {
-                let names: Vec<&str> = a.iter().map(|(k, _)| k.as_str()).collect();
-                let hint = did_you_mean(name, &names)
-                    .map(|s| format!("; did you mean '{s}'?"))
-                    .unwrap_or_default();
-                Err(eval_err(format!(
-                    "attribute '{name}' in selection path not found{hint}"
-                )))
-            }
-        },
-        Value::List(l) => {
-            let i: usize = name
-                .parse()
-                .map_err(|_| eval_err(format!("'{name}' is not a valid list index")))?;
-            match l.get(i) {
-                Some(x) => ev.force(&x.clone()),
-                None => Err(eval_err(format!(
-                    "list index {i} in selection path is out of bounds"
-                ))),
-            }
-        }
-        other => Err(EvalError::new(
-            ErrorKind::Type,
-            format!(
-                "the expression selected by the selection path '{name}' should be a set but is {}",
-                other.type_().described()
-            ),
-        )),
-    }
-}
-
-/// The closest name to `name` among `names`, if one is close enough.
-fn did_you_mean<'a>(name: &str, names: &[&'a str]) -> Option<&'a str> {
-    fn dist(a: &str, b: &str) -> usize {
-        let b: Vec<char> = b.chars().collect();
-        let mut row: Vec<usize> = (0..=b.len()).collect();
-        for (i, ca) in a.chars().enumerate() {
-            let mut prev = row[0];
-            row[0] = i + 1;
-            for (j, cb) in b.iter().enumerate() {
-                let cur = row[j + 1];
-                row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
-                prev = cur;
-            }
-        }
-        row[b.len()]
-    }
-    names
-        .iter()
-        .map(|n| (dist(name, n), *n))
-        .filter(|(d, _)| *d <= 2.max(name.len() / 3))
-        .min()
-        .map(|(_, n)| n)
 }
 
 fn options(args: &BuildArgs) -> BuildOptions {

@@ -10,11 +10,13 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use clap::Args;
+
+use super::common::{absolute, auto_args, auto_call, cwd, select, split_attr_path};
 use rocmx_lang::eval::compile::{LintLevel, Lints};
 use rocmx_lang::eval::{EResult, ErrorKind, EvalError};
 use rocmx_lang::store::MemStore;
-use rocmx_lang::value::{print, Attrs, Sym};
-use rocmx_lang::{EvalSettings, Evaluator, Value};
+use rocmx_lang::value::print;
+use rocmx_lang::{EvalSettings, Evaluator};
 
 #[derive(Args, Debug)]
 pub struct EvalArgs {
@@ -154,10 +156,6 @@ pub fn run(args: EvalArgs) -> i32 {
     code
 }
 
-fn cwd() -> PathBuf {
-    std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"))
-}
-
 fn evaluate(ev: &mut Evaluator, args: &EvalArgs) -> EResult<String> {
     let base = cwd();
     if args.parse {
@@ -188,7 +186,7 @@ fn evaluate(ev: &mut Evaluator, args: &EvalArgs) -> EResult<String> {
         }
         (None, None) => unreachable!("checked by run"),
     };
-    let auto_args = auto_args(ev, args, &base)?;
+    let auto_args = auto_args(ev, &args.arg, &args.argstr, &base)?;
     let mut v = root;
     for path in &args.attr {
         for name in split_attr_path(path)? {
@@ -223,113 +221,4 @@ fn read_source(path: &Path) -> EResult<String> {
             ),
         )
     })
-}
-
-fn absolute(f: &Path, base: &Path) -> PathBuf {
-    if f.is_absolute() {
-        f.to_path_buf()
-    } else {
-        base.join(f)
-    }
-}
-
-/// The `--arg`/`--argstr` values as a set, each `--arg` expression evaluated lazily.
-fn auto_args(ev: &mut Evaluator, args: &EvalArgs, base: &Path) -> EResult<Rc<Attrs>> {
-    let mut entries = Vec::new();
-    for pair in args.arg.chunks(2) {
-        if let [name, expr] = pair {
-            let ir =
-                ev.compile_source(format!("«--arg {name}»"), None, expr.as_str().into(), base)?;
-            let env = ev.globals().clone();
-            let v = ev.delay(&ir, &env);
-            entries.push((Sym::new(name), v));
-        }
-    }
-    for pair in args.argstr.chunks(2) {
-        if let [name, s] = pair {
-            entries.push((Sym::new(name), Value::str(s.clone())));
-        }
-    }
-    Ok(Rc::new(Attrs::from_unsorted(entries)))
-}
-
-/// Calls a function with formals on the matching auto-arguments; other values
-/// are returned unchanged.
-fn auto_call(ev: &mut Evaluator, v: &Value, auto: &Rc<Attrs>) -> EResult<Value> {
-    let f = ev.force(v)?;
-    if let Value::Lambda(c) = &f {
-        if let rocmx_lang::eval::ir::IrParam::Formals {
-            formals, ellipsis, ..
-        } = &c.def.param
-        {
-            let passed: Vec<(Sym, Value)> = if *ellipsis {
-                auto.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
-            } else {
-                formals
-                    .iter()
-                    .filter_map(|(n, _)| auto.get(n).map(|v| (n.clone(), v.clone())))
-                    .collect()
-            };
-            return ev.call(&f, Value::attrs(Attrs::from_unsorted(passed)));
-        }
-    }
-    Ok(f)
-}
-
-fn split_attr_path(p: &str) -> EResult<Vec<String>> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut quoted = false;
-    for c in p.chars() {
-        match c {
-            '"' => quoted = !quoted,
-            '.' if !quoted => out.push(std::mem::take(&mut cur)),
-            c => cur.push(c),
-        }
-    }
-    if quoted {
-        return Err(EvalError::new(
-            ErrorKind::Eval,
-            format!("missing closing quote in attribute path '{p}'"),
-        ));
-    }
-    if !p.is_empty() {
-        out.push(cur);
-    }
-    Ok(out)
-}
-
-fn select(ev: &mut Evaluator, v: &Value, name: &str) -> EResult<Value> {
-    let f = ev.force(v)?;
-    match &f {
-        Value::Attrs(a) => match a.get(name) {
-            Some(x) => ev.force(&x.clone()),
-            None => Err(EvalError::new(
-                ErrorKind::Eval,
-                format!("attribute '{name}' in selection path not found"),
-            )),
-        },
-        Value::List(l) => {
-            let i: usize = name.parse().map_err(|_| {
-                EvalError::new(
-                    ErrorKind::Eval,
-                    format!("'{name}' is not a valid list index"),
-                )
-            })?;
-            match l.get(i) {
-                Some(x) => ev.force(&x.clone()),
-                None => Err(EvalError::new(
-                    ErrorKind::Eval,
-                    format!("list index {i} in selection path is out of bounds"),
-                )),
-            }
-        }
-        other => Err(EvalError::new(
-            ErrorKind::Type,
-            format!(
-                "the expression selected by the selection path '{name}' should be a set but is {}",
-                other.type_().described()
-            ),
-        )),
-    }
 }

@@ -2,6 +2,7 @@
 //! library results for the terminal.
 
 pub mod build;
+mod common;
 pub mod derivation;
 pub mod eval;
 pub mod hash;
