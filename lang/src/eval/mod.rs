@@ -70,6 +70,8 @@ pub struct Evaluator {
     globals: Env,
     global_names: HashMap<Sym, u32>,
     import_cache: HashMap<PathBuf, Value>,
+    /// Paths already copied to the store in this evaluation.
+    pub(crate) copied: HashMap<PathBuf, String>,
     call_depth: usize,
     /// Nesting of calls and thunk forcings, to pace stack checks.
     nest: u32,
@@ -87,6 +89,7 @@ impl Evaluator {
             globals: Env::new(None, Slots::new()),
             global_names: HashMap::new(),
             import_cache: HashMap::new(),
+            copied: HashMap::new(),
             call_depth: 0,
             nest: 0,
             on_trace: Box::new(|m| eprintln!("{m}")),
@@ -957,5 +960,70 @@ pub(crate) mod testing {
     pub fn fails(e: &str, msg: &str) {
         let m = err(e);
         assert!(m.contains(msg), "{e}: expected «{msg}» in:\n{m}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+    use std::collections::BTreeSet;
+    use std::path::{Path, PathBuf};
+    use std::rc::Rc;
+
+    use super::{EResult, EvalSettings, Evaluator};
+    use crate::store::{EvalStore, MemStore, PathFilter};
+
+    /// A store that counts copies of sources.
+    struct Counting {
+        inner: MemStore,
+        adds: Cell<usize>,
+    }
+
+    impl EvalStore for Counting {
+        fn add_path(
+            &self,
+            src: &Path,
+            name: &str,
+            filter: Option<&mut PathFilter<'_>>,
+        ) -> EResult<String> {
+            self.adds.set(self.adds.get() + 1);
+            self.inner.add_path(src, name, filter)
+        }
+        fn add_fixed(
+            &self,
+            src: &Path,
+            name: &str,
+            method: rocmx_store::IngestionMethod,
+            expected: &rocmx_store::Hash,
+        ) -> EResult<String> {
+            self.inner.add_fixed(src, name, method, expected)
+        }
+        fn add_text(&self, name: &str, text: &str, refs: &BTreeSet<String>) -> EResult<String> {
+            self.inner.add_text(name, text, refs)
+        }
+        fn realise_path(&self, p: &Path) -> Option<PathBuf> {
+            self.inner.realise_path(p)
+        }
+    }
+
+    /// Regression: every interpolation of the same path literal copied and
+    /// hashed it again (50 derivations with `${./bb}` hashed busybox 50 times).
+    #[test]
+    fn a_path_is_copied_once_per_evaluation() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("f");
+        std::fs::write(&f, "x").unwrap();
+        let store = Rc::new(Counting {
+            inner: MemStore::new(),
+            adds: Cell::new(0),
+        });
+        let mut ev = Evaluator::new(EvalSettings::default(), store.clone());
+        let expr = format!(
+            "let p = {}; in [ \"${{p}}\" \"${{p}}\" \"${{p}}\" ]",
+            f.display()
+        );
+        let v = ev.eval_string(&expr, dir.path()).unwrap();
+        ev.force_deep(&v).unwrap();
+        assert_eq!(store.adds.get(), 1);
     }
 }

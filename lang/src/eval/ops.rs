@@ -460,12 +460,19 @@ impl Evaluator {
     }
 
     /// Copies a filesystem path into the store and returns its store path.
+    /// Each path is copied (and hashed) once per evaluation, as in Nix: sources
+    /// are assumed not to change while an evaluation runs.
     pub fn copy_path_to_store(&mut self, p: &std::path::Path) -> EResult<String> {
+        if let Some(sp) = self.copied.get(p) {
+            return Ok(sp.clone());
+        }
         let name = p
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "source".into());
-        self.store.add_path(p, &name, None)
+        let sp = self.store.add_path(p, &name, None)?;
+        self.copied.insert(p.to_path_buf(), sp.clone());
+        Ok(sp)
     }
 
     /// A path from a path value or a string holding an absolute path.
