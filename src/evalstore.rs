@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use rocmx_lang::eval::{EResult, ErrorKind, EvalError};
-use rocmx_lang::store::{nar_of, EvalStore, PathFilter};
+use rocmx_lang::store::{nar_of, verify_fixed, EvalStore, PathFilter};
 use rocmx_store::{ContentAddress, Hash, IngestionMethod, LocalStore, NarCa, StorePath, STORE_DIR};
 
 fn store_err(e: impl std::fmt::Display) -> Box<EvalError> {
@@ -94,26 +94,7 @@ impl EvalStore for LocalEvalStore {
         expected: &Hash,
     ) -> EResult<String> {
         let real = self.physical(src);
-        let nar = nar_of(&real, None)?;
-        let actual = match method {
-            IngestionMethod::Flat => {
-                let data = std::fs::read(&real)
-                    .map_err(|e| store_err(format!("reading '{}': {e}", src.display())))?;
-                Hash::digest(expected.algo(), &data)
-            }
-            IngestionMethod::Nar => Hash::digest(expected.algo(), &nar),
-        };
-        if &actual != expected {
-            return Err(EvalError::new(
-                ErrorKind::Eval,
-                format!(
-                    "hash mismatch in fixed-output path '{}':\n  specified: {}\n  got:       {}",
-                    src.display(),
-                    expected.to_sri(),
-                    actual.to_sri()
-                ),
-            ));
-        }
+        let nar = verify_fixed(src, &real, method, expected)?;
         let want = StorePath::from_ca(
             name,
             &ContentAddress::Fixed {

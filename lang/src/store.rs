@@ -143,6 +143,39 @@ pub fn nar_of(src: &Path, filter: Option<&mut PathFilter<'_>>) -> EResult<Vec<u8
     Ok(out)
 }
 
+/// Checks `src` (readable at `real`) against a fixed-output hash: the flat
+/// file's bytes or its NAR, hashed with `expected`'s algorithm. On a mismatch
+/// the error names both hashes. Returns the NAR of `real`, which every store
+/// needs next to ingest it.
+pub fn verify_fixed(
+    src: &Path,
+    real: &Path,
+    method: IngestionMethod,
+    expected: &Hash,
+) -> EResult<Vec<u8>> {
+    let nar = nar_of(real, None)?;
+    let actual = match method {
+        IngestionMethod::Flat => {
+            let data = std::fs::read(real)
+                .map_err(|e| store_err(format!("reading '{}': {e}", src.display())))?;
+            Hash::digest(expected.algo(), &data)
+        }
+        IngestionMethod::Nar => Hash::digest(expected.algo(), &nar),
+    };
+    if &actual != expected {
+        return Err(EvalError::new(
+            ErrorKind::Eval,
+            format!(
+                "hash mismatch in fixed-output path '{}':\n  specified: {}\n  got:       {}",
+                src.display(),
+                expected.to_sri(),
+                actual.to_sri()
+            ),
+        ));
+    }
+    Ok(nar)
+}
+
 impl EvalStore for MemStore {
     fn add_path(
         &self,
@@ -177,23 +210,7 @@ impl EvalStore for MemStore {
         expected: &Hash,
     ) -> EResult<String> {
         let real = self.realise_path(src).unwrap_or_else(|| src.to_path_buf());
-        let data = match method {
-            IngestionMethod::Flat => std::fs::read(&real)
-                .map_err(|e| store_err(format!("reading '{}': {e}", src.display())))?,
-            _ => nar_of(&real, None)?,
-        };
-        let actual = Hash::digest(expected.algo(), &data);
-        if &actual != expected {
-            return Err(EvalError::new(
-                ErrorKind::Eval,
-                format!(
-                    "hash mismatch in fixed-output path '{}':\n  specified: {}\n  got:       {}",
-                    src.display(),
-                    expected.to_sri(),
-                    actual.to_sri()
-                ),
-            ));
-        }
+        verify_fixed(src, &real, method, expected)?;
         let ca = ContentAddress::Fixed {
             method,
             hash: expected.clone(),

@@ -449,18 +449,8 @@ pub fn add_realisation(
         path: path.clone(),
         root: root.to_path_buf(),
     })?;
-    let existing: Option<(String, String)> = conn
-        .query_row(
-            "SELECT v.path, r.signatures FROM realisations r JOIN valid_paths v ON v.id = r.path \
-             WHERE r.drv_hash = ?1 AND r.output = ?2",
-            [drv_hash, output],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()
-        .map_err(err(db, "reading a realisation"))?;
     let mut sigs: Vec<String> = Vec::new();
-    if let Some((p, s)) = existing {
-        let existing = parse_path("realisation path", &p)?;
+    if let Some((existing, s)) = query_realisation(conn, db, drv_hash, output)? {
         if &existing != path {
             return Err(StoreError::RealisationConflict {
                 realisation: format!("{drv_hash}!{output}"),
@@ -468,7 +458,7 @@ pub fn add_realisation(
                 new: path.clone(),
             });
         }
-        sigs = parse_sigs(&s)?;
+        sigs = s;
     }
     for s in signatures {
         if !sigs.contains(s) {
