@@ -11,6 +11,7 @@
 //! | 2    | the command line itself is wrong (usage error)           |
 
 mod cmd;
+mod config;
 mod evalstore;
 
 /// The evaluator allocates many small, short-lived objects from a worker

@@ -432,3 +432,396 @@ fn evaluation_errors_are_rendered_and_bad_targets_refused() {
     let o = f.run(&["build"]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// A loopback HTTP server for fixed-output builds: `GET /file` gives `body`; `GET
+/// /barrier` answers only once `barrier` requests are waiting (or after 20 s, with
+/// `timeout\n`), so two builds finish only if they run at the same time.
+struct Server {
+    port: u16,
+}
+
+impl Server {
+    fn start(body: &'static [u8], barrier: usize) -> Server {
+        use std::io::{BufRead, BufReader, Write as _};
+        use std::net::{TcpListener, TcpStream};
+        use std::sync::{Arc, Condvar, Mutex};
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = l.local_addr().unwrap().port();
+        let waiting = Arc::new((Mutex::new(0usize), Condvar::new()));
+        std::thread::spawn(move || {
+            for s in l.incoming() {
+                let Ok(s) = s else { continue };
+                let waiting = waiting.clone();
+                std::thread::spawn(move || {
+                    let mut r = BufReader::new(s.try_clone().expect("clone"));
+                    let mut line = String::new();
+                    let _ = r.read_line(&mut line);
+                    loop {
+                        let mut h = String::new();
+                        if r.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
+                            break;
+                        }
+                    }
+                    let reply = |mut s: &TcpStream, code: &str, b: &[u8]| {
+                        let _ = write!(
+                            s,
+                            "HTTP/1.1 {code}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                            b.len()
+                        );
+                        let _ = s.write_all(b);
+                    };
+                    if line.starts_with("GET /file ") {
+                        reply(&s, "200 OK", body);
+                    } else if line.starts_with("GET /barrier ") {
+                        let (m, cv) = &*waiting;
+                        let mut n = m.lock().unwrap();
+                        *n += 1;
+                        cv.notify_all();
+                        let deadline =
+                            std::time::Instant::now() + std::time::Duration::from_secs(20);
+                        while *n < barrier && std::time::Instant::now() < deadline {
+                            n = cv
+                                .wait_timeout(n, std::time::Duration::from_millis(100))
+                                .unwrap()
+                                .0;
+                        }
+                        let met = *n >= barrier;
+                        drop(n);
+                        reply(&s, "200 OK", if met { b"together\n" } else { b"timeout\n" });
+                    } else {
+                        reply(&s, "404 Not Found", b"no\n");
+                    }
+                });
+            }
+        });
+        Server { port }
+    }
+}
+
+/// Writes `name.nix` into the fixture and builds it: `rocmx build --file name.nix ARGS`.
+fn run_file(f: &Fixture, name: &str, text: &str, args: &[&str]) -> Output {
+    let path = f.dir.path().join(name);
+    fs::write(&path, text).unwrap();
+    let mut all = vec!["build", "--file", path.to_str().unwrap()];
+    all.extend_from_slice(args);
+    f.run(&all)
+}
+
+const MK: &str = r#"
+  bb = ./bb;
+  mk = name: extra: script: derivation ({
+    inherit name;
+    system = builtins.currentSystem;
+    builder = "${bb}/bin/sh";
+    args = [ "-c" script ];
+    PATH = "${bb}/bin";
+  } // extra);
+"#;
+
+#[test]
+fn wide_fan_out_builds_in_dependency_order() {
+    require_sandbox!();
+    let f = Fixture::new();
+    let text = format!(
+        r#"let {MK}
+  root = mk "fan-root" {{ }} "echo R > $out";
+  leaves = builtins.genList (i: mk "fan-${{toString i}}" {{ }} "{{ cat ${{root}}; echo L${{toString i}}; }} > $out") 12;
+  top = mk "fan-top" {{ }} "cat ${{toString leaves}} > $out";
+in {{ inherit top; }}"#
+    );
+    let o = run_file(
+        &f,
+        "fan.nix",
+        &text,
+        &["top", "-j", "2", "--json", "--no-link"],
+    );
+    assert!(o.status.success(), "{}", err(&o));
+    let j: serde_json::Value = serde_json::from_str(&out(&o)).expect("JSON");
+    let built = strings(&j["built"]);
+    assert_eq!(built.len(), 14, "{built:?}");
+    assert!(built[0].ends_with("-fan-root.drv"), "{built:?}");
+    assert!(built[13].ends_with("-fan-top.drv"), "{built:?}");
+    let top = f.read_output(j["outputs"][0]["outputs"]["out"].as_str().unwrap());
+    let expected: String = (0..12).map(|i| format!("R\nL{i}\n")).collect();
+    assert_eq!(top, expected);
+}
+
+#[test]
+fn two_jobs_really_run_at_once() {
+    require_sandbox!();
+    // Two fixed-output builds fetch from a server that answers only when both wait at
+    // once: with -j 2 they both get `together`; one at a time, the first would time out.
+    let server = Server::start(b"", 2);
+    let f = Fixture::new();
+    let text = format!(
+        r#"let {MK}
+  fetch = n: mk "rendezvous-${{n}}" {{
+    outputHashMode = "flat"; outputHashAlgo = "sha256";
+    outputHash = "{hash}";
+    tag = n;
+  }} "wget -q -O $out http://127.0.0.1:{port}/barrier";
+in {{ one = fetch "1"; two = fetch "2"; }}"#,
+        hash = sha256_sri(b"together\n"),
+        port = server.port
+    );
+    fs::create_dir_all(f.dir.path().join("bb/bin")).unwrap();
+    let _ = symlink("sh", f.dir.path().join("bb/bin/wget"));
+    let o = run_file(
+        &f,
+        "rendezvous.nix",
+        &text,
+        &[
+            "one",
+            "two",
+            "-j",
+            "2",
+            "--json",
+            "--no-link",
+            "--log-format",
+            "json",
+        ],
+    );
+    assert!(o.status.success(), "{}", err(&o));
+    let j: serde_json::Value = serde_json::from_str(&out(&o)).expect("JSON");
+    assert_eq!(strings(&j["built"]).len(), 2, "{j}");
+    for i in 0..2 {
+        let p = j["outputs"][i]["outputs"]["out"].as_str().unwrap();
+        assert_eq!(f.read_output(p), "together\n");
+    }
+    // The events say the same: both started before either finished.
+    let actions: Vec<String> = err(&o)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| v["action"].as_str().map(str::to_string))
+        .filter(|a| a == "start" || a == "built")
+        .collect();
+    assert_eq!(actions, ["start", "start", "built", "built"], "{}", err(&o));
+}
+
+fn sha256_sri(data: &[u8]) -> String {
+    let o = Command::new(BIN)
+        .args(["hash", "file", "--type", "sha256", "--sri", "/dev/stdin"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write as _;
+            c.stdin.take().unwrap().write_all(data)?;
+            c.wait_with_output()
+        })
+        .expect("rocmx hash");
+    String::from_utf8(o.stdout).unwrap().trim().to_string()
+}
+
+#[test]
+fn keep_going_builds_everything_that_does_not_depend_on_the_failure() {
+    require_sandbox!();
+    let f = Fixture::new();
+    let text = format!(
+        r#"let {MK}
+  bad = mk "kg-bad" {{ }} "echo the-failure-tail; exit 7";
+  after = mk "kg-after-bad" {{ }} "cat ${{bad}} > $out";
+  top = mk "kg-top" {{ }} "cat ${{after}} > $out";
+  a = mk "kg-a" {{ }} "echo A > $out";
+  b = mk "kg-b" {{ }} "{{ cat ${{a}}; echo B; }} > $out";
+in {{ inherit top b; }}"#
+    );
+    // Without --keep-going the run stops at the failure (one build at a time: the
+    // failing one is first in line).
+    let o = run_file(&f, "kg.nix", &text, &["top", "b", "--no-link"]);
+    let e = err(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(e.contains("kg-bad.drv"), "{e}");
+    assert!(e.contains("the-failure-tail"), "{e}");
+    assert!(e.contains("kg-b.drv' was not built"), "{e}");
+
+    let o = run_file(
+        &f,
+        "kg.nix",
+        &text,
+        &["top", "b", "--keep-going", "--json", "--no-link"],
+    );
+    let e = err(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    let j: serde_json::Value = serde_json::from_str(&out(&o)).expect("JSON");
+    let built = strings(&j["built"]);
+    assert_eq!(built.len(), 2, "{j}");
+    assert!(
+        built[0].ends_with("-kg-a.drv") && built[1].ends_with("-kg-b.drv"),
+        "{j}"
+    );
+    let outputs = j["outputs"].as_array().unwrap();
+    assert_eq!(outputs.len(), 1, "{j}");
+    assert_eq!(
+        f.read_output(outputs[0]["outputs"]["out"].as_str().unwrap()),
+        "A\nB\n"
+    );
+    // The failure names the derivation, its log tail, and what was skipped.
+    assert!(e.contains("kg-bad.drv"), "{e}");
+    assert!(e.contains("the-failure-tail"), "{e}");
+    assert!(e.contains("exit code 7"), "{e}");
+    assert!(e.contains("2 derivation(s) were not built"), "{e}");
+    assert!(
+        e.contains("kg-after-bad.drv") && e.contains("kg-top.drv"),
+        "{e}"
+    );
+    assert!(!e.contains("panicked"), "{e}");
+}
+
+#[test]
+fn check_reports_a_non_deterministic_build() {
+    require_sandbox!();
+    let f = Fixture::new();
+    let text = format!(
+        r#"let {MK}
+  nondet = mk "nondet" {{ }} "mkdir $out; echo same > $out/stable; cat /proc/uptime /proc/sys/kernel/random/uuid > $out/when";
+  det = mk "det" {{ }} "mkdir $out; echo same > $out/stable";
+in {{ inherit nondet det; }}"#
+    );
+    // --check needs something to compare with.
+    let o = run_file(&f, "check.nix", &text, &["nondet", "--check", "--no-link"]);
+    assert_eq!(o.status.code(), Some(1), "{}", err(&o));
+    assert!(err(&o).contains("has not been built yet"), "{}", err(&o));
+
+    let o = run_file(
+        &f,
+        "check.nix",
+        &text,
+        &["nondet", "det", "--no-link", "--print-out-paths"],
+    );
+    assert!(o.status.success(), "{}", err(&o));
+    let paths: Vec<String> = out(&o).lines().map(str::to_string).collect();
+
+    let o = run_file(&f, "check.nix", &text, &["det", "--check", "--no-link"]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+
+    let o = run_file(
+        &f,
+        "check.nix",
+        &text,
+        &["nondet", "--check", "--no-link", "--keep-failed"],
+    );
+    let e = err(&o);
+    assert_eq!(o.status.code(), Some(104), "{e}");
+    assert!(e.contains("is not deterministic"), "{e}");
+    // The differing file, with sizes and hashes; the stable one is not listed.
+    let line = e
+        .lines()
+        .find(|l| l.trim_start().starts_with("when:"))
+        .unwrap_or_else(|| panic!("no line for 'when': {e}"));
+    assert!(
+        line.contains("bytes") && line.contains("blake3:") && line.contains('→'),
+        "{line}"
+    );
+    assert!(!e.contains("stable:"), "{e}");
+    let kept = format!("{}.check", f.physical(&paths[0]).display());
+    assert!(Path::new(&kept).join("when").exists(), "{e}");
+    // The registered output is untouched.
+    assert_eq!(
+        fs::read_to_string(f.physical(&paths[0]).join("stable")).unwrap(),
+        "same\n"
+    );
+    f.ok(&["store", "verify", "--check-contents"]);
+}
+
+#[test]
+fn multiple_outputs_refer_to_each_other_one_way() {
+    require_sandbox!();
+    let f = Fixture::new();
+    let text = format!(
+        r#"let {MK}
+  lib = mk "multi" {{ outputs = [ "out" "dev" ]; }} "mkdir $out $dev; echo lib > $out/lib; echo $out > $dev/points-to";
+  user = mk "multi-user" {{ }} "cat ${{lib.dev}}/points-to > $out";
+in {{ inherit lib user; }}"#
+    );
+    let o = run_file(&f, "multi.nix", &text, &["lib", "user", "--json"]);
+    assert!(o.status.success(), "{}", err(&o));
+    let j: serde_json::Value = serde_json::from_str(&out(&o)).expect("JSON");
+    let outs = &j["outputs"][0]["outputs"];
+    let out_p = outs["out"].as_str().unwrap();
+    let dev_p = outs["dev"].as_str().unwrap();
+    assert!(
+        out_p.ends_with("-multi") && dev_p.ends_with("-multi-dev"),
+        "{j}"
+    );
+    assert_eq!(
+        f.read_output(&format!("{dev_p}/points-to")),
+        format!("{out_p}\n")
+    );
+    let user = j["outputs"][1]["outputs"]["out"].as_str().unwrap();
+    assert_eq!(f.read_output(user), format!("{out_p}\n"));
+    // result, result-dev (first target), result-2 (second).
+    assert_eq!(
+        fs::read_to_string(f.work().join("result/lib")).unwrap(),
+        "lib\n"
+    );
+    assert!(f.work().join("result-dev/points-to").exists());
+    assert!(f.work().join("result-2").exists());
+    // dev refers to out, and the store knows it.
+    let refs = f.ok(&["path-info", "--json", dev_p]);
+    assert!(refs.contains(out_p), "{refs}");
+
+    // Outputs that refer to each other both ways cannot be content-addressed.
+    let text = format!(
+        r#"let {MK}
+in {{ cyc = mk "cyc" {{ outputs = [ "out" "dev" ]; }} "mkdir $out $dev; echo $dev > $out/x; echo $out > $dev/y"; }}"#
+    );
+    let o = run_file(&f, "cyc.nix", &text, &["cyc", "--no-link"]);
+    assert_eq!(o.status.code(), Some(1), "{}", err(&o));
+    assert!(err(&o).contains("cycle"), "{}", err(&o));
+}
+
+#[test]
+fn builtin_fetchurl_from_a_loopback_server_and_a_wrong_hash() {
+    require_sandbox!();
+    let server = Server::start(b"fetched bytes\n", 0);
+    let f = Fixture::new();
+    let good = sha256_sri(b"fetched bytes\n");
+    let wrong = sha256_sri(b"other bytes\n");
+    let fod = |hash: &str| {
+        format!(
+            r#"{{ x = derivation {{
+  name = "fetched"; builder = "builtin:fetchurl"; system = "builtin";
+  url = "http://127.0.0.1:{port}/file";
+  outputHashMode = "flat"; outputHashAlgo = "sha256"; outputHash = "{hash}";
+}}; }}"#,
+            port = server.port
+        )
+    };
+    let o = run_file(
+        &f,
+        "fetch.nix",
+        &fod(&good),
+        &["x", "--no-link", "--print-out-paths"],
+    );
+    assert!(o.status.success(), "{}", err(&o));
+    let p = out(&o).trim().to_string();
+    assert_eq!(f.read_output(&p), "fetched bytes\n");
+
+    let o = run_file(&f, "fetch2.nix", &fod(&wrong), &["x", "--no-link"]);
+    let e = err(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(e.contains("hash mismatch"), "{e}");
+    assert!(
+        e.contains(&wrong) && e.contains(&good),
+        "expected and actual: {e}"
+    );
+    // Nothing was registered under the wrong hash.
+    let wrong_path = f.ok(&[
+        "eval",
+        "--expr",
+        &format!("(import {}/fetch2.nix).x.outPath", f.dir.path().display()),
+    ]);
+    let wrong_path = wrong_path.trim().trim_matches('"');
+    let o = f.run(&["path-info", wrong_path]);
+    assert_ne!(o.status.code(), Some(0), "{}", out(&o));
+    assert!(!f.physical(wrong_path).exists());
+
+    // A server that answers 404: the URL and the status are named.
+    let text = fod(&good)
+        .replace("/file", "/missing")
+        .replace("fetched", "missing");
+    let o = run_file(&f, "fetch3.nix", &text, &["x", "--no-link"]);
+    assert_eq!(o.status.code(), Some(1), "{}", err(&o));
+    assert!(err(&o).contains("404"), "{}", err(&o));
+}

@@ -142,6 +142,10 @@ pub enum OutputError {
     /// The final path name is invalid.
     #[error(transparent)]
     Path(#[from] rocmx_store::StorePathError),
+    /// Outputs of one derivation refer to each other in a cycle, so no order of
+    /// content-addressing them exists.
+    #[error("its outputs refer to each other in a cycle ({0}); content-addressed outputs may refer to siblings only one way")]
+    Cycle(String),
 }
 
 fn io_err(action: &'static str, path: &Path) -> impl FnOnce(io::Error) -> OutputError {
@@ -235,6 +239,105 @@ pub fn process_floating(
         p.nar_size = n;
     }
     Ok((p, false))
+}
+
+/// One floating output of a build, for [`process_floating_set`].
+#[derive(Debug, Clone)]
+pub struct FloatingOutput {
+    /// The output's name (`out`, `dev`, …).
+    pub output: String,
+    /// Where the builder left it (host path).
+    pub dir: PathBuf,
+    /// The scratch path it was built under.
+    pub scratch: StorePath,
+    /// The name of its final store path (`hello-2.12-dev`).
+    pub name: String,
+}
+
+/// Post-processes every floating output of one build (see [`process_floating`]).
+///
+/// Outputs may refer to their siblings (`dev` to `out`, say) but not in a cycle: the
+/// siblings' scratch hash parts are scanned first, the outputs are processed so that
+/// each comes after the siblings it refers to, and before an output is hashed, its
+/// references to already processed siblings are rewritten from their scratch hash to
+/// their final one (same length). Gives `(output, processed, already valid)` in that
+/// order, which is also an order in which they can be registered. An error names the
+/// output it is about.
+#[allow(clippy::type_complexity, clippy::result_large_err)]
+pub fn process_floating_set(
+    outs: &[FloatingOutput],
+    candidates: &BTreeSet<StorePath>,
+    is_valid: impl Fn(&StorePath) -> Result<bool, StoreError>,
+) -> Result<Vec<(String, Processed, bool)>, (String, OutputError)> {
+    let with = |o: &FloatingOutput| {
+        let name = o.output.clone();
+        move |e: OutputError| (name, e)
+    };
+    if let [o] = outs {
+        let (p, already) =
+            process_floating(&o.dir, &o.scratch, &o.name, candidates, is_valid).map_err(with(o))?;
+        return Ok(vec![(o.output.clone(), p, already)]);
+    }
+    // Which siblings each output refers to.
+    let mut deps: Vec<BTreeSet<usize>> = Vec::new();
+    for (i, o) in outs.iter().enumerate() {
+        normalise_tree(&o.dir).map_err(|e| with(o)(e.into()))?;
+        let siblings: Vec<&StorePath> = outs
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != i)
+            .map(|(_, s)| &s.scratch)
+            .collect();
+        let mut scanner = RefScanner::new(siblings.iter().copied());
+        nar::dump_path(&o.dir, &mut scanner).map_err(|e| with(o)(e.into()))?;
+        let found = scanner.found();
+        deps.push(
+            outs.iter()
+                .enumerate()
+                .filter(|(_, s)| found.contains(&s.scratch))
+                .map(|(j, _)| j)
+                .collect(),
+        );
+    }
+    // Kahn's algorithm, in declaration order among the ready ones.
+    let mut order = Vec::new();
+    let mut placed = vec![false; outs.len()];
+    while order.len() < outs.len() {
+        let next = (0..outs.len()).find(|&i| !placed[i] && deps[i].iter().all(|&d| placed[d]));
+        let Some(i) = next else {
+            let names: Vec<&str> = (0..outs.len())
+                .filter(|&i| !placed[i])
+                .map(|i| outs[i].output.as_str())
+                .collect();
+            let first = outs[(0..outs.len()).find(|&i| !placed[i]).unwrap_or(0)]
+                .output
+                .clone();
+            return Err((first, OutputError::Cycle(names.join(", "))));
+        };
+        placed[i] = true;
+        order.push(i);
+    }
+    let mut finals: Vec<Option<StorePath>> = vec![None; outs.len()];
+    let mut result = Vec::new();
+    for i in order {
+        let o = &outs[i];
+        let mut cands = candidates.clone();
+        for &d in &deps[i] {
+            let fin = finals[d].clone().expect("siblings are processed first");
+            rewrite_tree(
+                &o.dir,
+                outs[d].scratch.hash_part().as_bytes(),
+                fin.hash_part().as_bytes(),
+            )
+            .map_err(with(o))?;
+            cands.insert(fin);
+        }
+        let (p, already) =
+            process_floating(&o.dir, &o.scratch, &o.name, &cands, &is_valid).map_err(with(o))?;
+        finals[i] = Some(p.path.clone());
+        result.push((o.output.clone(), p, already));
+    }
+    Ok(result)
 }
 
 /// A fixed output after checking.

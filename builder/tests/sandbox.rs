@@ -103,7 +103,7 @@ impl Fixture {
             args: vec!["-c".into(), script.into()],
             env,
             inputs: vec![(self.busybox.clone(), PathBuf::from(BB))],
-            output: (self.out.clone(), PathBuf::from(OUT)),
+            outputs: vec![(self.out.clone(), PathBuf::from(OUT))],
             build_dir: self.build.clone(),
             rootfs: None,
             network: false,

@@ -5,7 +5,8 @@
 //!     [--arg NAME EXPR] [--argstr NAME STR] [-A ATTRPATH] [-I PATH]
 //!     [--dry-run] [--json] [--rebuild] [--keep-failed]
 //!     [--no-link] [-o|--out-link NAME] [--print-out-paths]
-//!     [--cores N] [--timeout SECS] [--max-silent-time SECS]
+//!     [-j|--max-jobs N] [--cores N] [-k|--keep-going] [--check]
+//!     [--timeout SECS] [--max-silent-time SECS] [-L] [--log-format bar|plain|json]
 //! ```
 //!
 //! Owns: option handling (as `rocmx eval` does it: search path, auto-calling with
@@ -14,22 +15,25 @@
 //! output forms (plain, `--print-out-paths`, `--json`, the `--dry-run` plan).
 //!
 //! Derivations in the value: a derivation (`type = "derivation"`) gives its `drvPath`
-//! (and, when it carries `outputName`, that output only); a list gives each of its
+//! and all its outputs (`pkg.dev`, whose `outputName` is not the first output, gives
+//! that output only); a list gives each of its
 //! elements' derivations; a set that is not a derivation gives its attributes that are
 //! derivations, in name order, as `nix-build` does.
 //!
 //! Exit codes: 0 built (or nothing to do), 1 an evaluation or build failure, 2 a bad
-//! command line.
+//! command line, 104 `--check` found a difference (and nothing else failed).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
 
 use super::common::{absolute, auto_args, auto_call, cwd, select, split_attr_path};
+use super::progress::{LogFormat, Progress};
 use rocmx_builder::realise::{BuildError, BuildOptions, Realised, Realiser};
 use rocmx_lang::eval::{EResult, ErrorKind, EvalError};
 use rocmx_lang::value::Attrs;
@@ -103,6 +107,20 @@ pub struct BuildArgs {
     /// Print the build logs on standard error as they come, each line prefixed `name> `.
     #[arg(short = 'L', long = "print-build-logs")]
     print_build_logs: bool,
+    /// Run at most N builds at once.
+    #[arg(short = 'j', long = "max-jobs", value_name = "N", default_value_t = 1)]
+    max_jobs: usize,
+    /// After a failure, build everything that does not depend on it.
+    #[arg(short = 'k', long = "keep-going")]
+    keep_going: bool,
+    /// Build the (already built) derivations again and compare the results: exit 104 and
+    /// list the differing files when they differ.
+    #[arg(long)]
+    check: bool,
+    /// How progress is shown on standard error: a live display on a terminal (`bar`,
+    /// the default; plain lines without a terminal), `plain` lines, or `json` events.
+    #[arg(long = "log-format", value_name = "FORMAT", default_value = "bar")]
+    log_format: LogFormat,
     /// Maximum depth of nested function calls before evaluation stops.
     #[arg(long, value_name = "N", default_value_t = 20_000)]
     max_call_depth: usize,
@@ -144,12 +162,12 @@ pub fn run(args: BuildArgs, store_opt: &StoreOpt) -> i32 {
     // Evaluation is over; the realiser only reads the store.
     std::mem::forget(ev);
     let r = if args.dry_run {
-        dry_run(&store, &targets, &args)
+        dry_run(&store, &targets, &args).map(|()| 0)
     } else {
         build(&store, &targets, &args)
     };
     match r {
-        Ok(()) => 0,
+        Ok(code) => code,
         Err(Fail::Msg(m)) => {
             eprintln!("error: {m}");
             1
@@ -253,6 +271,8 @@ fn as_derivation(ev: &mut Evaluator, a: &Attrs) -> EResult<Option<Target>> {
             "the derivation's 'drvPath' '{drv_path}' is not a store path: {e}"
         ))
     })?;
+    // `pkg` builds every output (as nix-build does); `pkg.dev` only `dev`. Both carry an
+    // `outputName`; only a non-default one (not the first of `outputs`) selects.
     let output = match a.get("outputName") {
         Some(o) => match ev.force(&o.clone())? {
             Value::String(s) => Some(s.as_str().to_string()),
@@ -260,6 +280,20 @@ fn as_derivation(ev: &mut Evaluator, a: &Attrs) -> EResult<Option<Target>> {
         },
         None => None,
     };
+    let first = match a.get("outputs") {
+        Some(o) => match ev.force(&o.clone())? {
+            Value::List(l) => match l.iter().next() {
+                Some(x) => match ev.force(&x.clone())? {
+                    Value::String(s) => Some(s.as_str().to_string()),
+                    _ => None,
+                },
+                None => None,
+            },
+            _ => None,
+        },
+        None => Some("out".to_string()),
+    };
+    let output = output.filter(|o| Some(o) != first.as_ref());
     Ok(Some(Target { drv, output }))
 }
 
@@ -297,15 +331,24 @@ fn collect(ev: &mut Evaluator, v: &Value, out: &mut Vec<Target>, top: bool) -> E
     }
 }
 
-fn options(args: &BuildArgs) -> BuildOptions {
+fn options(args: &BuildArgs) -> Result<BuildOptions, Fail> {
     let defaults = BuildOptions::default();
-    BuildOptions {
+    if args.max_jobs == 0 {
+        return Err(Fail::Msg(
+            "--max-jobs 0 would build nothing; give at least 1".into(),
+        ));
+    }
+    Ok(BuildOptions {
         cores: args.cores.unwrap_or(defaults.cores),
+        max_jobs: args.max_jobs,
+        keep_going: args.keep_going,
         timeout: args.timeout.map(Duration::from_secs),
         max_silent: args.max_silent_time.map(Duration::from_secs),
         keep_failed: args.keep_failed,
         rebuild: args.rebuild,
-    }
+        check: args.check,
+        mirrors: crate::config::mirrors().map_err(Fail::Msg)?,
+    })
 }
 
 /// The outputs of `r` that `t` selects.
@@ -322,28 +365,73 @@ fn selected<'a>(t: &Target, r: &'a Realised) -> Result<Vec<(&'a String, &'a Stor
     }
 }
 
-fn build(store: &LocalStore, targets: &[Target], args: &BuildArgs) -> Result<(), Fail> {
-    let mut realiser = Realiser::new(store, options(args));
-    if args.print_build_logs {
-        realiser.on_log(log_printer());
+fn build(store: &LocalStore, targets: &[Target], args: &BuildArgs) -> Result<i32, Fail> {
+    let progress = Arc::new(Progress::stderr(args.log_format, args.print_build_logs));
+    let mut realiser = Realiser::new(store, options(args)?).with_events(progress.clone());
+    let goals: Vec<StorePath> = targets.iter().map(|t| t.drv.clone()).collect();
+    let results = realiser.realise_all(&goals);
+    progress.finish();
+
+    // The progress display printed each failure as it happened (the message names the
+    // derivation and ends with its log tail). Sum up: what failed, what it took with it.
+    let mut code = 0;
+    let own: Vec<&BuildError> = results
+        .iter()
+        .filter_map(|r| r.as_ref().err())
+        .chain(realiser.failed().iter().filter_map(|f| realiser.failure(f)))
+        .filter(|e| error_drv(e).is_some())
+        .collect();
+    for e in &own {
+        code = code.max(if matches!(e, BuildError::CheckMismatch { .. }) {
+            104
+        } else {
+            1
+        });
     }
-    let mut done: Vec<Realised> = Vec::new();
-    for t in targets {
-        match realiser.realise(&t.drv) {
-            Ok(r) => done.push(r),
-            Err(e) => {
-                report_failure(&realiser, &e);
-                return Err(Fail::Reported);
-            }
+    if own
+        .iter()
+        .any(|e| !matches!(e, BuildError::CheckMismatch { .. }))
+    {
+        code = 1;
+    }
+    for f in realiser.failed() {
+        let log = realiser.log_path(f);
+        if log.exists() {
+            eprintln!("error: '{f}' failed; its full log: rocmx log {f}");
+        } else {
+            eprintln!("error: '{f}' failed");
         }
     }
+    let skipped = realiser.skipped();
+    if !skipped.is_empty() {
+        eprintln!(
+            "{} derivation(s) were not built because an input failed:",
+            skipped.len()
+        );
+        for (d, because) in skipped {
+            eprintln!("  {d} (needs {because})");
+        }
+    }
+    for r in &results {
+        if let Err(e @ BuildError::Stopped { .. }) = r {
+            code = 1;
+            eprintln!("error: {e}");
+        }
+        if let Err(e @ (BuildError::Sandbox(_) | BuildError::Store(_) | BuildError::Io { .. })) = r
+        {
+            code = 1;
+            eprintln!("error: {e}");
+        }
+    }
+
     // Result links: NAME, NAME-2, … per derivation; NAME[-N]-OUTPUT for other outputs.
-    if !args.no_link {
+    if !args.no_link && !args.check {
         let base = args
             .out_link
             .clone()
             .unwrap_or_else(|| PathBuf::from("result"));
-        for (i, (t, r)) in targets.iter().zip(&done).enumerate() {
+        for (i, (t, r)) in targets.iter().zip(&results).enumerate() {
+            let Ok(r) = r else { continue };
             for (name, path) in selected(t, r)? {
                 let mut link = base.as_os_str().to_owned();
                 if i > 0 {
@@ -367,7 +455,8 @@ fn build(store: &LocalStore, targets: &[Target], args: &BuildArgs) -> Result<(),
     if args.json {
         let outputs: Vec<serde_json::Value> = targets
             .iter()
-            .zip(&done)
+            .zip(&results)
+            .filter_map(|(t, r)| r.as_ref().ok().map(|r| (t, r)))
             .map(|(t, r)| {
                 let outs: serde_json::Map<String, serde_json::Value> = selected(t, r)
                     .unwrap_or_default()
@@ -386,44 +475,28 @@ fn build(store: &LocalStore, targets: &[Target], args: &BuildArgs) -> Result<(),
         );
     }
     if args.print_out_paths {
-        for (t, r) in targets.iter().zip(&done) {
+        for (t, r) in targets.iter().zip(&results) {
+            let Ok(r) = r else { continue };
             for (_, p) in selected(t, r)? {
                 let _ = writeln!(out, "{p}");
             }
         }
     }
-    Ok(())
+    Ok(code)
 }
 
-/// Prints a build failure: the error (which names the derivation) and, for a failed
-/// builder, the end of its log.
-fn report_failure(realiser: &Realiser<'_>, e: &BuildError) {
-    // The error's message names the derivation and, for a failed builder, ends with
-    // the last lines of its log.
-    eprintln!("error: {}", e.to_string().trim_end());
-    if let BuildError::Failed { drv, .. } = e {
-        eprintln!(
-            "the full log: rocmx log {drv} (stored at '{}')",
-            realiser.log_path(drv).display()
-        );
-    }
-}
-
-/// The `-L` observer: complete lines of each build's log, prefixed `name> `, on
-/// standard error (partial lines wait for their end, per derivation).
-fn log_printer() -> impl Fn(&StorePath, &[u8]) + Send + Sync + 'static {
-    let partial: std::sync::Mutex<BTreeMap<StorePath, Vec<u8>>> = Default::default();
-    move |drv: &StorePath, chunk: &[u8]| {
-        let mut partial = partial.lock().unwrap_or_else(|e| e.into_inner());
-        let buf = partial.entry(drv.clone()).or_default();
-        buf.extend_from_slice(chunk);
-        let name = drv.name().trim_end_matches(".drv");
-        let mut err = std::io::stderr().lock();
-        while let Some(i) = buf.iter().position(|&b| b == b'\n') {
-            let line: Vec<u8> = buf.drain(..=i).collect();
-            let _ = write!(err, "{name}> ");
-            let _ = err.write_all(&line);
-        }
+/// The derivation an error is about, when it is its own failure.
+fn error_drv(e: &BuildError) -> Option<StorePath> {
+    match e {
+        BuildError::Failed { drv, .. }
+        | BuildError::AlreadyFailed { drv }
+        | BuildError::BadDerivation { drv, .. }
+        | BuildError::HashMismatch { drv, .. }
+        | BuildError::IllegalReferences { drv, .. }
+        | BuildError::Output { drv, .. }
+        | BuildError::NotRealised { drv }
+        | BuildError::CheckMismatch { drv, .. } => Some(drv.clone()),
+        _ => None,
     }
 }
 

@@ -8,6 +8,7 @@ pub mod eval;
 pub mod hash;
 pub mod log;
 pub mod path_info;
+pub mod progress;
 pub mod store;
 pub mod why_depends;
 

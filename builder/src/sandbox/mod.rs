@@ -138,10 +138,11 @@ pub struct SandboxSpec {
     /// `(host path, inside path)`: bound read-only. Inside paths are absolute and
     /// normalised, and may not be under `/dev`, `/proc`, `/etc` or `/build`.
     pub inputs: Vec<(PathBuf, PathBuf)>,
-    /// `(host scratch path, inside path)` of the output. The host path must not exist
-    /// (its parent must); the builder creates the inside path, and the sandbox moves it
-    /// to the host path after the build. See the module documentation.
-    pub output: (PathBuf, PathBuf),
+    /// `(host scratch path, inside path)` of each output (at least one; the inside paths
+    /// share one parent directory). A host path must not exist (its parent must); the
+    /// builder creates the inside path, and the sandbox moves it to the host path after
+    /// the build. See the module documentation.
+    pub outputs: Vec<(PathBuf, PathBuf)>,
     /// Host directory bound at `/build` (writable, the working directory). It should be
     /// private to the caller (mode 0700) and deleted after the build.
     pub build_dir: PathBuf,
@@ -166,7 +167,7 @@ impl fmt::Debug for SandboxSpec {
             .field("args", &self.args)
             .field("env", &self.env)
             .field("inputs", &self.inputs)
-            .field("output", &self.output)
+            .field("outputs", &self.outputs)
             .field("build_dir", &self.build_dir)
             .field("rootfs", &self.rootfs)
             .field("network", &self.network)
@@ -373,15 +374,37 @@ fn cstring(what: &str, bytes: &[u8]) -> Result<CString, SandboxError> {
 /// Runs the builder in a fresh sandbox and waits for it. See the module documentation.
 pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
     // --- validate ---------------------------------------------------------------------
-    let (out_host, out_inside) = spec.output.clone();
-    let out_host = if out_host.is_absolute() {
-        out_host
-    } else {
-        std::env::current_dir()
-            .map_err(setup_err("getcwd"))?
-            .join(out_host)
-    };
-    plan::check_inside_path(&out_inside, "output")?;
+    if spec.outputs.is_empty() {
+        return Err(SandboxError::InvalidSpec("no outputs".into()));
+    }
+    let mut outputs: Vec<(PathBuf, PathBuf)> = Vec::new();
+    for (out_host, out_inside) in &spec.outputs {
+        let out_host = if out_host.is_absolute() {
+            out_host.clone()
+        } else {
+            std::env::current_dir()
+                .map_err(setup_err("getcwd"))?
+                .join(out_host)
+        };
+        plan::check_inside_path(out_inside, "output")?;
+        if out_host.symlink_metadata().is_ok() {
+            return Err(SandboxError::InvalidSpec(format!(
+                "output {} already exists on the host (the builder creates it)",
+                out_host.display()
+            )));
+        }
+        if outputs
+            .iter()
+            .any(|(h, i)| *h == out_host || i == out_inside)
+        {
+            return Err(SandboxError::InvalidSpec(format!(
+                "output {} given twice",
+                out_inside.display()
+            )));
+        }
+        outputs.push((out_host, out_inside.clone()));
+    }
+    let out_inside = outputs[0].1.clone();
     let out_parent_inside = out_inside.parent().unwrap_or(Path::new("/"));
     if out_parent_inside == Path::new("/") {
         return Err(SandboxError::InvalidSpec(format!(
@@ -389,20 +412,27 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
             out_inside.display()
         )));
     }
-    if out_host.symlink_metadata().is_ok() {
+    if let Some((_, other)) = outputs
+        .iter()
+        .find(|(_, i)| i.parent() != Some(out_parent_inside))
+    {
         return Err(SandboxError::InvalidSpec(format!(
-            "output {} already exists on the host (the builder creates it)",
-            out_host.display()
+            "outputs {} and {} are not in the same directory",
+            out_inside.display(),
+            other.display()
         )));
     }
     let mut inputs = Vec::new();
     for (src, inside) in &spec.inputs {
         plan::check_inside_path(inside, "input")?;
-        if inside.starts_with(&out_inside) || out_parent_inside.starts_with(inside) {
+        if let Some((_, o)) = outputs
+            .iter()
+            .find(|(_, o)| inside.starts_with(o) || out_parent_inside.starts_with(inside))
+        {
             return Err(SandboxError::InvalidSpec(format!(
                 "input {} overlaps the output {}",
                 inside.display(),
-                out_inside.display()
+                o.display()
             )));
         }
         if inputs
@@ -457,7 +487,7 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
     }
 
     // --- prepare everything the child needs -------------------------------------------
-    let staging = Staging::create(&out_host)?;
+    let staging = Staging::create(&outputs[0].0)?;
     let root = staging.dir.join("root");
     let out_dir = staging.dir.join("out");
     for d in [&root, &out_dir] {
@@ -679,16 +709,18 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
 
     // --- results ------------------------------------------------------------------------
     let finish_output = || -> Result<(), SandboxError> {
-        let made = out_dir.join(out_inside.file_name().expect("checked: below a directory"));
-        if made.symlink_metadata().is_ok() {
-            std::fs::rename(&made, &out_host).map_err(setup_err(format!(
-                "moving the output to {}",
-                out_host.display()
-            )))?;
-            strip_setid(&out_host).map_err(setup_err(format!(
-                "clearing setuid bits in {}",
-                out_host.display()
-            )))?;
+        for (out_host, out_inside) in &outputs {
+            let made = out_dir.join(out_inside.file_name().expect("checked: below a directory"));
+            if made.symlink_metadata().is_ok() {
+                std::fs::rename(&made, out_host).map_err(setup_err(format!(
+                    "moving the output to {}",
+                    out_host.display()
+                )))?;
+                strip_setid(out_host).map_err(setup_err(format!(
+                    "clearing setuid bits in {}",
+                    out_host.display()
+                )))?;
+            }
         }
         Ok(())
     };

@@ -1,0 +1,467 @@
+//! One build: run the builder of a resolved derivation, post-process its outputs and
+//! register them (or, for `--check`, compare them with the registered ones).
+//!
+//! Owns: [`Job`] (everything a build needs, owned, so that it can run on a worker
+//! thread) and [`run`]: the private build directory, the log, the sandbox or built-in
+//! builder, post-processing of every output ([`crate::output`]), registration, the
+//! realisation record, and the `--check` comparison.
+//!
+//! Must not: look at other derivations or decide what to build (the scheduler in
+//! [`super`] does); touch anything but its own build directory, its log and, through
+//! the store's API, its outputs.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rocmx_store::derivation::output_path_name;
+use rocmx_store::{Derivation, DerivationOutput, LocalStore, StorePath};
+
+use super::log::{log_path, LogSink};
+use super::{io_err, BuildError, BuildOptions};
+use crate::events::EventSink;
+use crate::output::{self, FloatingOutput, OutputError};
+use crate::resolve;
+use crate::sandbox::{self, SandboxError, SandboxSpec};
+
+/// Everything one build needs. Built by the scheduler on its own thread; run anywhere.
+pub(super) struct Job {
+    /// The derivation as written.
+    pub drv: StorePath,
+    /// Its `name`.
+    pub name: String,
+    /// The resolved derivation (inputs replaced by realised paths).
+    pub resolved: Derivation,
+    /// `hex(BLAKE3(resolved ATerm))`: the realisation key.
+    pub key: String,
+    /// The closure of the resolved input sources (already temp-rooted).
+    pub closure: BTreeSet<StorePath>,
+    /// `--check`: the registered outputs to compare the new build with.
+    pub check: Option<BTreeMap<String, StorePath>>,
+    /// Distinguishes build directories of one process.
+    pub serial: u32,
+}
+
+/// What a job shares with the scheduler.
+#[derive(Clone)]
+pub(super) struct Ctx<'a> {
+    pub store: &'a LocalStore,
+    pub opts: &'a BuildOptions,
+    pub events: Arc<dyn EventSink>,
+}
+
+/// A build's private directory under `<state>/builds`, removed on drop unless kept.
+struct BuildDir {
+    path: PathBuf,
+    keep: bool,
+}
+
+impl Drop for BuildDir {
+    fn drop(&mut self) {
+        if !self.keep {
+            output::remove_tree(&self.path);
+        }
+    }
+}
+
+/// One output during the build.
+struct Out {
+    name: String,
+    /// Its path inside the sandbox (scratch for floating, final for fixed).
+    inside: StorePath,
+    /// Where the sandbox leaves it on the host.
+    host: PathBuf,
+}
+
+/// Runs the job; gives each output's store path. See the module documentation.
+pub(super) fn run(ctx: &Ctx<'_>, job: Job) -> Result<BTreeMap<String, StorePath>, BuildError> {
+    let drv = &job.drv;
+    let bad = |reason: String| BuildError::BadDerivation {
+        drv: drv.clone(),
+        reason,
+    };
+    let resolved = &job.resolved;
+    let fixed = resolved
+        .outputs
+        .values()
+        .any(|o| matches!(o, DerivationOutput::Fixed { .. }));
+    if fixed && resolved.outputs.len() != 1 {
+        return Err(bad(
+            "a fixed-output derivation must have exactly one output".into(),
+        ));
+    }
+
+    // Where each output is written inside the sandbox.
+    let mut outs = Vec::new();
+    let mut scratch = BTreeMap::new();
+    for (o, spec) in &resolved.outputs {
+        let out_name = output_path_name(&job.name, o);
+        let p = match spec {
+            DerivationOutput::Floating { .. } => resolve::scratch_path(&job.key, o, &out_name)
+                .map_err(|e| bad(format!("output '{o}': {e}")))?,
+            DerivationOutput::Fixed { path, .. } => path.clone(),
+        };
+        scratch.insert(o.clone(), p.clone());
+        outs.push((o.clone(), p));
+    }
+    let mut run_drv = resolved.clone();
+    resolve::substitute(&mut run_drv, &resolve::output_pairs(&scratch));
+
+    // The private build directory.
+    let store = ctx.store;
+    let builds = store.state_dir().join("builds");
+    fs::create_dir_all(&builds).map_err(io_err("creating", &builds))?;
+    let base = builds.join(format!(
+        "{}-{}-{}",
+        drv.hash_part(),
+        std::process::id(),
+        job.serial
+    ));
+    if fs::symlink_metadata(&base).is_ok() {
+        output::remove_tree(&base);
+    }
+    fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&base)
+        .map_err(io_err("creating", &base))?;
+    let mut dir = BuildDir {
+        path: base.clone(),
+        keep: false,
+    };
+    let build_dir = base.join("build");
+    fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&build_dir)
+        .map_err(io_err("creating", &build_dir))?;
+    let outs: Vec<Out> = outs
+        .into_iter()
+        .enumerate()
+        .map(|(i, (name, inside))| Out {
+            name,
+            inside,
+            host: base.join(format!("out{i}")),
+        })
+        .collect();
+
+    // The log.
+    let log_dest = log_path(store, drv);
+    let log_dir = log_dest.parent().unwrap_or(Path::new("/")).to_path_buf();
+    fs::create_dir_all(&log_dir).map_err(io_err("creating", &log_dir))?;
+    let log_tmp = base.join("log.zst");
+    let sink = LogSink::create(drv, &log_tmp, ctx.events.clone())?;
+
+    // Run the builder.
+    let status = if let Some(kind) = resolved.builder.strip_prefix("builtin:") {
+        run_builtin(ctx, &job, kind, &run_drv, &outs, sink.clone())?
+    } else {
+        run_sandboxed(ctx, &job, &run_drv, &outs, &build_dir, fixed, sink.clone())?
+    };
+    let log_tail = sink.finish(&log_tmp, &log_dest)?;
+    let status = status.or_else(|| {
+        outs.iter()
+            .find(|o| fs::symlink_metadata(&o.host).is_err())
+            .map(|o| format!("builder did not produce output '{}'", o.name))
+    });
+    if let Some(mut status) = status {
+        if ctx.opts.keep_failed {
+            dir.keep = true;
+            status.push_str(&format!(" (build directory kept at {})", base.display()));
+        }
+        return Err(BuildError::Failed {
+            drv: drv.clone(),
+            status,
+            log_tail,
+        });
+    }
+
+    if fixed {
+        return finish_fixed(ctx, &job, &outs[0]);
+    }
+    finish_floating(ctx, &job, &outs)
+}
+
+/// Runs a `builtin:` builder in this process (no sandbox: only fixed-output
+/// derivations may use them, and their result is checked against the declared hash).
+/// Gives the failure status, if any.
+fn run_builtin(
+    ctx: &Ctx<'_>,
+    job: &Job,
+    kind: &str,
+    run_drv: &Derivation,
+    outs: &[Out],
+    mut log: LogSink,
+) -> Result<Option<String>, BuildError> {
+    let bad = |reason: String| BuildError::BadDerivation {
+        drv: job.drv.clone(),
+        reason,
+    };
+    match kind {
+        "fetchurl" => {
+            let [out] = outs else {
+                return Err(bad("builtin:fetchurl has exactly one output".into()));
+            };
+            if !matches!(
+                job.resolved.outputs.get(&out.name),
+                Some(DerivationOutput::Fixed { .. })
+            ) {
+                return Err(bad(
+                    "builtin:fetchurl may only build a fixed-output derivation (declare outputHash)"
+                        .into(),
+                ));
+            }
+            let req = crate::fetchurl::FetchRequest::from_env(&run_drv.env)
+                .map_err(|e| bad(e.to_string()))?;
+            match crate::fetchurl::fetch(&req, &ctx.opts.mirrors, &out.host, &mut log) {
+                Ok(_) => Ok(None),
+                Err(e) => Ok(Some(e.to_string())),
+            }
+        }
+        other => Err(bad(format!(
+            "builder 'builtin:{other}' is not implemented (rocmx knows builtin:fetchurl)"
+        ))),
+    }
+}
+
+/// Runs the builder in the sandbox. Gives the failure status, if any.
+fn run_sandboxed(
+    ctx: &Ctx<'_>,
+    job: &Job,
+    run_drv: &Derivation,
+    outs: &[Out],
+    build_dir: &Path,
+    network: bool,
+    log: LogSink,
+) -> Result<Option<String>, BuildError> {
+    let bad = |reason: String| BuildError::BadDerivation {
+        drv: job.drv.clone(),
+        reason,
+    };
+    let builder = PathBuf::from(&run_drv.builder);
+    if !builder.is_absolute() {
+        return Err(bad(format!(
+            "builder '{}' is not an absolute path",
+            run_drv.builder
+        )));
+    }
+    let store = ctx.store;
+    let rootfs = match run_drv.env.get("rootfs") {
+        None => None,
+        Some(r) => {
+            let p = StorePath::from_absolute(r).map_err(|e| bad(format!("rootfs '{r}': {e}")))?;
+            if !job.closure.contains(&p) {
+                return Err(bad(format!("rootfs '{r}' is not among its inputs")));
+            }
+            Some(store.real_path(&p))
+        }
+    };
+    let spec = SandboxSpec {
+        builder,
+        args: run_drv.args.clone(),
+        env: run_drv.env.clone(),
+        inputs: job
+            .closure
+            .iter()
+            .map(|p| (store.real_path(p), PathBuf::from(p.to_absolute())))
+            .collect(),
+        outputs: outs
+            .iter()
+            .map(|o| (o.host.clone(), PathBuf::from(o.inside.to_absolute())))
+            .collect(),
+        build_dir: build_dir.to_path_buf(),
+        rootfs,
+        network,
+        cores: ctx.opts.cores,
+        timeout: ctx.opts.timeout,
+        max_silent: ctx.opts.max_silent,
+        log: Box::new(log),
+    };
+    match sandbox::run(spec) {
+        Ok(outcome) if outcome.status.success() => Ok(None),
+        Ok(outcome) => Ok(Some(outcome.status.to_string())),
+        Err(e @ (SandboxError::Timeout(_) | SandboxError::Silent(_))) => Ok(Some(e.to_string())),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn out_err(drv: &StorePath, output: &str) -> impl FnOnce(OutputError) -> BuildError {
+    let drv = drv.clone();
+    let output = output.to_string();
+    move |source| BuildError::Output {
+        drv,
+        output,
+        source: Box::new(source),
+    }
+}
+
+/// Checks and registers the fixed output (or, for `--check`, only checks it).
+fn finish_fixed(
+    ctx: &Ctx<'_>,
+    job: &Job,
+    out: &Out,
+) -> Result<BTreeMap<String, StorePath>, BuildError> {
+    let drv = &job.drv;
+    let Some(DerivationOutput::Fixed { method, hash, path }) = job.resolved.outputs.get(&out.name)
+    else {
+        unreachable!("finish_fixed is called for fixed outputs only");
+    };
+    let c = output::check_fixed(&out.host, *method, hash.algo(), &job.closure)
+        .map_err(out_err(drv, &out.name))?;
+    if c.actual != *hash {
+        return Err(BuildError::HashMismatch {
+            drv: drv.clone(),
+            expected: hash.to_sri(),
+            actual: c.actual.to_sri(),
+        });
+    }
+    if !c.references.is_empty() {
+        return Err(BuildError::IllegalReferences {
+            drv: drv.clone(),
+            refs: c.references.into_iter().collect(),
+        });
+    }
+    if job.check.is_none() {
+        ctx.store.register_built(
+            &out.host,
+            path,
+            &BTreeSet::new(),
+            c.nar_hash,
+            c.nar_size,
+            Some(drv),
+        )?;
+        ctx.store.add_derivation_output(drv, &out.name, path)?;
+    }
+    Ok([(out.name.clone(), path.clone())].into_iter().collect())
+}
+
+/// Post-processes, then registers (or compares, for `--check`) the floating outputs.
+fn finish_floating(
+    ctx: &Ctx<'_>,
+    job: &Job,
+    outs: &[Out],
+) -> Result<BTreeMap<String, StorePath>, BuildError> {
+    let drv = &job.drv;
+    let store = ctx.store;
+    let check = job.check.as_ref();
+    let floating: Vec<FloatingOutput> = outs
+        .iter()
+        .map(|o| FloatingOutput {
+            output: o.name.clone(),
+            dir: o.host.clone(),
+            scratch: o.inside.clone(),
+            name: output_path_name(&job.name, &o.name),
+        })
+        .collect();
+    let processed = output::process_floating_set(&floating, &job.closure, |p| {
+        // --check never reuses: it must look at what this build made.
+        if check.is_some() {
+            Ok(false)
+        } else {
+            store.is_valid(p)
+        }
+    })
+    .map_err(|(o, e)| out_err(drv, &o)(e))?;
+
+    if let Some(existing) = check {
+        return compare(ctx, job, outs, &processed, existing);
+    }
+    let mut result = BTreeMap::new();
+    for (o, p, already) in processed {
+        let host = &outs
+            .iter()
+            .find(|x| x.name == o)
+            .expect("processed outputs are the job's")
+            .host;
+        if already {
+            output::remove_tree(host);
+            store.add_temp_root(&p.path)?;
+        } else {
+            store.register_built(
+                host,
+                &p.path,
+                &p.references,
+                p.nar_hash,
+                p.nar_size,
+                Some(drv),
+            )?;
+        }
+        // A rebuild that gave other bytes keeps the first realisation.
+        match store.query_realisation(&job.key, &o)? {
+            Some(existing) if existing != p.path => {}
+            _ => store.add_realisation(&job.key, &o, &p.path, &[])?,
+        }
+        store.add_derivation_output(drv, &o, &p.path)?;
+        result.insert(o, p.path);
+    }
+    Ok(result)
+}
+
+/// `--check`: compares each rebuilt output with the registered one.
+fn compare(
+    ctx: &Ctx<'_>,
+    job: &Job,
+    outs: &[Out],
+    processed: &[(String, output::Processed, bool)],
+    existing: &BTreeMap<String, StorePath>,
+) -> Result<BTreeMap<String, StorePath>, BuildError> {
+    let drv = &job.drv;
+    let store = ctx.store;
+    let mut differing = Vec::new();
+    for (o, p, _) in processed {
+        let Some(old) = existing.get(o) else {
+            continue;
+        };
+        if *old == p.path {
+            continue;
+        }
+        let host = &outs
+            .iter()
+            .find(|x| &x.name == o)
+            .expect("processed outputs are the job's")
+            .host;
+        // Self-references would differ only because the paths differ: write the old
+        // path's hash into the new tree so that only real differences show.
+        if p.self_reference {
+            output::rewrite_tree(
+                host,
+                p.path.hash_part().as_bytes(),
+                old.hash_part().as_bytes(),
+            )
+            .map_err(out_err(drv, o))?;
+            rocmx_store::local::normalise_tree(host)
+                .map_err(|e| out_err(drv, o)(OutputError::Store(e)))?;
+        }
+        let old_real = store.real_path(old);
+        let diffs = crate::check::diff_trees(&old_real, host).map_err(|e| BuildError::Io {
+            action: "comparing the outputs in",
+            path: old_real.clone(),
+            source: std::io::Error::other(e.to_string()),
+        })?;
+        let mut kept = None;
+        if ctx.opts.keep_failed {
+            let mut dest = old_real.clone().into_os_string();
+            dest.push(".check");
+            let dest = PathBuf::from(dest);
+            if fs::symlink_metadata(&dest).is_ok() {
+                output::remove_tree(&dest);
+            }
+            fs::rename(host, &dest).map_err(io_err("keeping the checked output at", &dest))?;
+            kept = Some(dest);
+        }
+        differing.push(super::CheckDifference {
+            output: o.clone(),
+            path: old.clone(),
+            differences: diffs.iter().map(|d| d.to_string()).collect(),
+            kept,
+        });
+    }
+    if differing.is_empty() {
+        Ok(existing.clone())
+    } else {
+        Err(BuildError::CheckMismatch {
+            drv: drv.clone(),
+            outputs: differing,
+        })
+    }
+}

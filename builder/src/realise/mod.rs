@@ -1,0 +1,876 @@
+//! Realisation: from `.drv` files in the store to valid, registered outputs.
+//!
+//! Owns: [`Realiser`] — the scheduler. It reads the derivations the goals need into a
+//! petgraph DAG (an edge from each input derivation to its dependent), then walks it
+//! dependencies first: a derivation whose inputs are all realised is *prepared* on the
+//! scheduler's thread (resolved against its inputs' outputs, see [`crate::resolve`],
+//! and looked up in the realisations: early cutoff), and, when it must be built, handed
+//! to a worker thread as a [`job::Job`]; at most [`BuildOptions::max_jobs`] run at once.
+//! A failure stops new builds (the running ones finish) unless
+//! [`BuildOptions::keep_going`], which builds everything that does not depend on it.
+//! Everything that happens is reported as [`Event`]s.
+//!
+//! Must not: evaluate expressions or parse command lines; render progress.
+//!
+//! # One derivation
+//!
+//! 1. Read and parse the `.drv`. Fixed-output derivations whose paths are all valid are
+//!    done (their inputs are not even read).
+//! 2. Once every input derivation is realised, resolve; the key is
+//!    `hex(BLAKE3(resolved ATerm))`.
+//! 3. Unless [`BuildOptions::rebuild`], look up `(key, output)` in the realisations; if
+//!    every output is there and valid, that is the result (`built = false`): early cutoff.
+//! 4. Build ([`job`]): each floating output is written at its scratch path
+//!    ([`crate::resolve::scratch_path`]), which replaces its hash placeholder (`/1rz4g…`)
+//!    in the builder, arguments and environment; a fixed output is written at its fixed
+//!    path. The sandbox gets the closure of the resolved input sources (read-only, at
+//!    their logical paths), the outputs under `<state>/builds/<drv hash>-<pid>-<n>/`
+//!    (host), `/build` (0700), the network only for fixed outputs, and the `rootfs`
+//!    variable's store path (which must be in the input closure) as its base.
+//!    `builtin:fetchurl` runs in-process instead ([`crate::fetchurl`]); only fixed
+//!    outputs may use it.
+//! 5. Post-process: normalise, scan references (input closure, scratch paths), hash
+//!    modulo self-references, final path `StorePath::from_ca(name, Output{…})`, rewrite
+//!    self-references, register (`register_built`), record the realisation and the
+//!    derivation output. Outputs that refer to siblings are processed after them
+//!    ([`crate::output::process_floating_set`]). Fixed outputs: check the declared hash
+//!    (flat file or NAR) and that they have no references; register at the fixed path.
+//!
+//! # `--check`
+//!
+//! With [`BuildOptions::check`], the goals (not their inputs) must already be realised;
+//! they are built again and each output is compared with the registered one
+//! ([`crate::check`]). Nothing is registered. A difference is
+//! [`BuildError::CheckMismatch`], which lists the differing files.
+//!
+//! The build log (stdout and stderr merged) is stored zstd-compressed at [`log_path`],
+//! for failed builds too.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use petgraph::graph::{DiGraph, NodeIndex};
+use petgraph::visit::EdgeRef;
+use petgraph::Direction;
+use rocmx_store::{Derivation, LocalStore, StoreError, StorePath};
+
+use crate::events::{Event, EventSink, NoEvents};
+use crate::fetchurl::Mirrors;
+use crate::output::OutputError;
+use crate::resolve::{self, ResolvedInput};
+use crate::sandbox::SandboxError;
+
+mod job;
+mod log;
+
+pub use log::log_path;
+
+/// How builds run.
+#[derive(Debug, Clone)]
+pub struct BuildOptions {
+    /// Exported to builders as `ROCMX_BUILD_CORES`.
+    pub cores: u32,
+    /// How many builds may run at once (at least 1).
+    pub max_jobs: usize,
+    /// After a failure, go on with everything that does not depend on it.
+    pub keep_going: bool,
+    /// Kill a build after this long.
+    pub timeout: Option<Duration>,
+    /// Kill a build after this long without output.
+    pub max_silent: Option<Duration>,
+    /// Keep the build directory of a failed build (`<state>/builds/…`), and with
+    /// `check`, the differing output at `<path>.check`.
+    pub keep_failed: bool,
+    /// Ignore realisations (and valid fixed outputs) of the derivations asked for and
+    /// their inputs: build them again.
+    pub rebuild: bool,
+    /// Build the goals again and compare with their registered outputs (see the module
+    /// documentation).
+    pub check: bool,
+    /// Where `mirror://NAME/…` URLs of `builtin:fetchurl` lead.
+    pub mirrors: Mirrors,
+}
+
+impl Default for BuildOptions {
+    fn default() -> Self {
+        BuildOptions {
+            cores: std::thread::available_parallelism()
+                .map(|n| n.get() as u32)
+                .unwrap_or(1),
+            max_jobs: 1,
+            keep_going: false,
+            timeout: None,
+            max_silent: None,
+            keep_failed: false,
+            rebuild: false,
+            check: false,
+            mirrors: Mirrors::default(),
+        }
+    }
+}
+
+/// A realised derivation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Realised {
+    /// The `.drv` path.
+    pub drv: StorePath,
+    /// Each output's store path.
+    pub outputs: BTreeMap<String, StorePath>,
+    /// Whether it was built in this run (false: found in the realisations, or a valid
+    /// fixed output).
+    pub built: bool,
+}
+
+/// Why a derivation could not be realised. Every message names the derivation.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// The builder failed (non-zero exit, killed, timed out, or produced no output).
+    #[error("builder for '{drv}' failed: {status}\nlast lines of the build log:\n{log_tail}")]
+    Failed {
+        /// The derivation.
+        drv: StorePath,
+        /// What happened (`exit code 1`, `build timed out after 10s`, …).
+        status: String,
+        /// The last lines of its log.
+        log_tail: String,
+    },
+    /// An input derivation failed earlier in this run.
+    #[error("cannot build '{drv}': its dependency '{dep}' failed")]
+    DependencyFailed {
+        /// The derivation asked for.
+        drv: StorePath,
+        /// The derivation that failed.
+        dep: StorePath,
+    },
+    /// The derivation itself failed earlier in this run (each is tried once).
+    #[error("'{drv}' already failed in this run")]
+    AlreadyFailed {
+        /// The derivation.
+        drv: StorePath,
+    },
+    /// The run stopped at another derivation's failure before this one was built.
+    #[error("'{drv}' was not built: the run stopped at the failure of '{failed}' (--keep-going builds everything that does not depend on a failure)")]
+    Stopped {
+        /// The derivation.
+        drv: StorePath,
+        /// The first failure.
+        failed: StorePath,
+    },
+    /// `--check` of a derivation that is not realised yet.
+    #[error(
+        "'{drv}' cannot be checked: it has not been built yet (build it without --check first)"
+    )]
+    NotRealised {
+        /// The derivation.
+        drv: StorePath,
+    },
+    /// `--check`: the rebuild gave other bytes.
+    #[error("{}", check_message(.drv, .outputs))]
+    CheckMismatch {
+        /// The derivation.
+        drv: StorePath,
+        /// Each output that differs.
+        outputs: Vec<CheckDifference>,
+    },
+    /// The sandbox could not run (user namespaces refused, setup failure, …).
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+    /// A store operation failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The derivation cannot be built as it is.
+    #[error("derivation '{drv}': {reason}")]
+    BadDerivation {
+        /// The derivation.
+        drv: StorePath,
+        /// Why.
+        reason: String,
+    },
+    /// A fixed output's hash is not the declared one; nothing was registered.
+    #[error("hash mismatch in fixed-output derivation '{drv}':\n  specified: {expected}\n     got:    {actual}")]
+    HashMismatch {
+        /// The derivation.
+        drv: StorePath,
+        /// The declared hash (SRI).
+        expected: String,
+        /// The hash of what was built (SRI).
+        actual: String,
+    },
+    /// A fixed output refers to store paths.
+    #[error("fixed-output derivation '{drv}' refers to store paths: {}", refs.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", "))]
+    IllegalReferences {
+        /// The derivation.
+        drv: StorePath,
+        /// What it refers to.
+        refs: Vec<StorePath>,
+    },
+    /// Post-processing an output failed.
+    #[error("output '{output}' of '{drv}': {source}")]
+    Output {
+        /// The derivation.
+        drv: StorePath,
+        /// The output name.
+        output: String,
+        /// Why.
+        #[source]
+        source: Box<OutputError>,
+    },
+    /// A file operation of the realiser itself (build directory, log) failed.
+    #[error("{action} {path}: {source}")]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// On what.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+}
+
+fn io_err(action: &'static str, path: &Path) -> impl FnOnce(io::Error) -> BuildError {
+    let path = path.to_path_buf();
+    move |source| BuildError::Io {
+        action,
+        path,
+        source,
+    }
+}
+
+/// One output that `--check` found different.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckDifference {
+    /// The output's name.
+    pub output: String,
+    /// The registered path.
+    pub path: StorePath,
+    /// One line per differing file (see [`crate::check::Difference`]).
+    pub differences: Vec<String>,
+    /// Where the rebuilt output was kept (`--keep-failed`).
+    pub kept: Option<PathBuf>,
+}
+
+fn check_message(drv: &StorePath, outputs: &[CheckDifference]) -> String {
+    let mut m = format!("derivation '{drv}' is not deterministic: rebuilding it gave other bytes");
+    for o in outputs {
+        m.push_str(&format!("\noutput '{}' ({}) differs:", o.output, o.path));
+        for d in &o.differences {
+            m.push_str(&format!("\n  {d}"));
+        }
+        if let Some(k) = &o.kept {
+            m.push_str(&format!(
+                "\n  the rebuilt output is kept at {}",
+                k.display()
+            ));
+        }
+    }
+    m
+}
+
+/// What preparing a ready derivation gave.
+enum Prepared {
+    /// Realised without building.
+    Cached(BTreeMap<String, StorePath>),
+    /// It must be built.
+    Build(Box<job::Job>),
+}
+
+/// A derivation in the run's DAG.
+struct Node {
+    drv: StorePath,
+    d: Arc<Derivation>,
+    /// A goal under `--check`.
+    check: bool,
+}
+
+/// Realises derivations into a local store. See the module documentation.
+pub struct Realiser<'a> {
+    store: &'a LocalStore,
+    opts: BuildOptions,
+    events: Arc<dyn EventSink>,
+    /// Realised derivations.
+    done: HashMap<StorePath, Realised>,
+    /// Failed (or skipped) derivations → the derivation whose own failure caused it.
+    failed: HashMap<StorePath, StorePath>,
+    /// The errors of derivations that failed themselves, until given to the caller.
+    errors: HashMap<StorePath, BuildError>,
+    /// Parsed derivations.
+    drvs: HashMap<StorePath, Arc<Derivation>>,
+    built: Vec<StorePath>,
+    failed_list: Vec<StorePath>,
+    skipped_list: Vec<(StorePath, StorePath)>,
+    rooted: HashSet<StorePath>,
+    serial: u32,
+}
+
+impl<'a> Realiser<'a> {
+    /// A realiser over `store`.
+    pub fn new(store: &'a LocalStore, opts: BuildOptions) -> Self {
+        Realiser {
+            store,
+            opts,
+            events: Arc::new(NoEvents),
+            done: HashMap::new(),
+            failed: HashMap::new(),
+            errors: HashMap::new(),
+            drvs: HashMap::new(),
+            built: Vec::new(),
+            failed_list: Vec::new(),
+            skipped_list: Vec::new(),
+            rooted: HashSet::new(),
+            serial: 0,
+        }
+    }
+
+    /// Reports every event of the following runs to `sink`.
+    pub fn with_events(mut self, sink: Arc<dyn EventSink>) -> Self {
+        self.events = sink;
+        self
+    }
+
+    /// The derivations actually built in this run, in order of completion.
+    pub fn built(&self) -> &[StorePath] {
+        &self.built
+    }
+
+    /// The derivations whose own build failed in this run, in order.
+    pub fn failed(&self) -> &[StorePath] {
+        &self.failed_list
+    }
+
+    /// Derivations not attempted because an input failed, with that input, in order.
+    pub fn skipped(&self) -> &[(StorePath, StorePath)] {
+        &self.skipped_list
+    }
+
+    /// The error of a derivation that failed itself in this run, unless it was a goal
+    /// whose error [`Realiser::realise_all`] already returned.
+    pub fn failure(&self, drv: &StorePath) -> Option<&BuildError> {
+        self.errors.get(drv)
+    }
+
+    /// Where the build log of `drv` is stored: `<state>/log/<drv hash part>.log.zst`.
+    pub fn log_path(&self, drv: &StorePath) -> PathBuf {
+        log_path(self.store, drv)
+    }
+
+    /// Realises `drv` and, first, every input derivation it needs. When an input fails,
+    /// the error is that input's own (the first time; [`BuildError::DependencyFailed`]
+    /// after that).
+    pub fn realise(&mut self, drv: &StorePath) -> Result<Realised, BuildError> {
+        let r = self
+            .realise_all(std::slice::from_ref(drv))
+            .pop()
+            .expect("one result per goal");
+        match r {
+            Err(BuildError::DependencyFailed { dep, drv }) => Err(self
+                .errors
+                .remove(&dep)
+                .unwrap_or(BuildError::DependencyFailed { drv, dep })),
+            other => other,
+        }
+    }
+
+    /// Realises every goal and the derivations they need, concurrently as
+    /// [`BuildOptions::max_jobs`] allows; one result per goal, in order. See the module
+    /// documentation.
+    pub fn realise_all(&mut self, goals: &[StorePath]) -> Vec<Result<Realised, BuildError>> {
+        let failed_before = self.failed_list.len();
+        let mut graph: DiGraph<Node, ()> = DiGraph::new();
+        let mut index: HashMap<StorePath, NodeIndex> = HashMap::new();
+        self.plan(goals, &mut graph, &mut index);
+        let order: Vec<StorePath> = match petgraph::algo::toposort(&graph, None) {
+            Ok(o) => o.into_iter().map(|n| graph[n].drv.clone()).collect(),
+            Err(cycle) => {
+                let drv = graph[cycle.node_id()].drv.clone();
+                self.fail(
+                    &graph,
+                    cycle.node_id(),
+                    BuildError::BadDerivation {
+                        drv,
+                        reason: "it depends on itself".into(),
+                    },
+                );
+                graph.node_indices().map(|n| graph[n].drv.clone()).collect()
+            }
+        };
+        self.events.event(&Event::Planned { drvs: order });
+        let first_failure = self.execute(&graph, failed_before);
+
+        goals
+            .iter()
+            .map(|g| {
+                if let Some(r) = self.done.get(g) {
+                    return Ok(r.clone());
+                }
+                match self.failed.get(g) {
+                    Some(root) if root == g => Err(self
+                        .errors
+                        .remove(g)
+                        .unwrap_or(BuildError::AlreadyFailed { drv: g.clone() })),
+                    Some(root) => Err(BuildError::DependencyFailed {
+                        drv: g.clone(),
+                        dep: root.clone(),
+                    }),
+                    None => Err(match &first_failure {
+                        Some(f) => BuildError::Stopped {
+                            drv: g.clone(),
+                            failed: f.clone(),
+                        },
+                        None => BuildError::BadDerivation {
+                            drv: g.clone(),
+                            reason: "it depends on itself".into(),
+                        },
+                    }),
+                }
+            })
+            .collect()
+    }
+
+    /// Reads the closure of `goals` into `graph` (edges input → dependent). Valid fixed
+    /// outputs are realised at once, without reading their inputs; derivations that
+    /// cannot be read fail at once.
+    fn plan(
+        &mut self,
+        goals: &[StorePath],
+        graph: &mut DiGraph<Node, ()>,
+        index: &mut HashMap<StorePath, NodeIndex>,
+    ) {
+        let goal_set: HashSet<&StorePath> = goals.iter().collect();
+        // (derivation, the dependent that needs it)
+        let mut stack: Vec<(StorePath, Option<NodeIndex>)> =
+            goals.iter().rev().map(|g| (g.clone(), None)).collect();
+        while let Some((p, dependent)) = stack.pop() {
+            if let Some(&n) = index.get(&p) {
+                if let Some(dep) = dependent {
+                    graph.update_edge(n, dep, ());
+                }
+                continue;
+            }
+            let check = self.opts.check && goal_set.contains(&p);
+            if !check && (self.done.contains_key(&p) || self.failed.contains_key(&p)) {
+                // From an earlier run of this realiser: an input that is a known node
+                // of nothing; dependents look it up in `done`/`failed` directly.
+                if let Some(root) = self.failed.get(&p).cloned() {
+                    if let Some(dep) = dependent {
+                        // The dependent is skipped once it is in the graph.
+                        let dd = graph[dep].drv.clone();
+                        self.failed.entry(dd).or_insert(root);
+                    }
+                }
+                continue;
+            }
+            let d = match self.read_drv(&p) {
+                Ok(d) => d,
+                Err(e) => {
+                    let n = graph.add_node(Node {
+                        drv: p.clone(),
+                        d: Arc::new(Derivation::default()),
+                        check,
+                    });
+                    index.insert(p.clone(), n);
+                    if let Some(dep) = dependent {
+                        graph.add_edge(n, dep, ());
+                    }
+                    self.fail(graph, n, e);
+                    continue;
+                }
+            };
+            let n = graph.add_node(Node {
+                drv: p.clone(),
+                d: d.clone(),
+                check,
+            });
+            index.insert(p.clone(), n);
+            if let Some(dep) = dependent {
+                graph.add_edge(n, dep, ());
+            }
+            if !self.opts.rebuild && !check {
+                match self.valid_fixed(&d) {
+                    Ok(Some(outputs)) => {
+                        self.complete(&p, outputs, false);
+                        continue;
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        self.fail(graph, n, e);
+                        continue;
+                    }
+                }
+            }
+            for input in d.input_drvs.keys().rev() {
+                stack.push((input.clone(), Some(n)));
+            }
+        }
+    }
+
+    /// Runs the DAG: prepares ready derivations, runs builds on worker threads. Gives
+    /// the first failure, if any.
+    fn execute(&mut self, graph: &DiGraph<Node, ()>, failed_before: usize) -> Option<StorePath> {
+        // Failures of an earlier run reach their dependents in this one.
+        for n in graph.node_indices() {
+            if let Some(root) = self.failed.get(&graph[n].drv).cloned() {
+                self.skip_dependents(graph, n, &root);
+            }
+        }
+        // Inputs not yet realised, per node.
+        let mut pending: HashMap<NodeIndex, usize> = HashMap::new();
+        let mut ready: VecDeque<NodeIndex> = VecDeque::new();
+        for n in graph.node_indices() {
+            let drv = &graph[n].drv;
+            if self.failed.contains_key(drv) || (self.done.contains_key(drv) && !graph[n].check) {
+                continue;
+            }
+            let waiting = graph
+                .edges_directed(n, Direction::Incoming)
+                .filter(|e| !self.done.contains_key(&graph[e.source()].drv))
+                .count();
+            if waiting == 0 {
+                ready.push_back(n);
+            } else {
+                pending.insert(n, waiting);
+            }
+        }
+        let mut first_failure: Option<StorePath> = self.failed_list.get(failed_before).cloned();
+        let mut queue: VecDeque<(NodeIndex, Box<job::Job>)> = VecDeque::new();
+        let mut running = 0usize;
+        let max_jobs = self.opts.max_jobs.max(1);
+        let store = self.store;
+        let opts = self.opts.clone();
+        let events = self.events.clone();
+        type Done = (
+            NodeIndex,
+            Instant,
+            Result<BTreeMap<String, StorePath>, BuildError>,
+        );
+        let (tx, rx) = mpsc::channel::<Done>();
+
+        std::thread::scope(|scope| {
+            loop {
+                let stopping = first_failure.is_some() && !opts.keep_going;
+                // Prepare everything ready: cached ones complete at once.
+                while let Some(n) = (!stopping).then(|| ready.pop_front()).flatten() {
+                    match self.prepare(graph, n) {
+                        Ok(Prepared::Cached(outputs)) => {
+                            let drv = graph[n].drv.clone();
+                            self.events.event(&Event::Cached {
+                                drv: drv.clone(),
+                                outputs: outputs.clone(),
+                            });
+                            self.complete(&drv, outputs, false);
+                            release(graph, n, &mut pending, &mut ready);
+                        }
+                        Ok(Prepared::Build(job)) => queue.push_back((n, job)),
+                        Err(e) => {
+                            first_failure.get_or_insert(graph[n].drv.clone());
+                            self.fail(graph, n, e);
+                        }
+                    }
+                }
+                let stopping = first_failure.is_some() && !opts.keep_going;
+                // Start builds while there is room.
+                while !stopping && running < max_jobs {
+                    let Some((n, job)) = queue.pop_front() else {
+                        break;
+                    };
+                    self.events.event(&Event::Started {
+                        drv: job.drv.clone(),
+                        name: job.name.clone(),
+                    });
+                    let tx = tx.clone();
+                    let ctx = job::Ctx {
+                        store,
+                        opts: &opts,
+                        events: events.clone(),
+                    };
+                    running += 1;
+                    let spawned = std::thread::Builder::new()
+                        .name(format!("build {}", job.name))
+                        .spawn_scoped(scope, move || {
+                            let start = Instant::now();
+                            let r = job::run(&ctx, *job);
+                            let _ = tx.send((n, start, r));
+                        });
+                    if let Err(e) = spawned {
+                        running -= 1;
+                        first_failure.get_or_insert(graph[n].drv.clone());
+                        self.fail(
+                            graph,
+                            n,
+                            BuildError::Io {
+                                action: "starting a build thread for",
+                                path: PathBuf::from(graph[n].drv.to_absolute()),
+                                source: e,
+                            },
+                        );
+                    }
+                }
+                if running == 0 {
+                    let stopping = first_failure.is_some() && !opts.keep_going;
+                    if stopping || (ready.is_empty() && queue.is_empty()) {
+                        break;
+                    }
+                    continue;
+                }
+                let Ok((n, start, r)) = rx.recv() else { break };
+                running -= 1;
+                let drv = graph[n].drv.clone();
+                match r {
+                    Ok(outputs) => {
+                        for p in outputs.values() {
+                            if let Err(e) = self.temp_root(p) {
+                                first_failure.get_or_insert(drv.clone());
+                                self.fail(graph, n, e.into());
+                                continue;
+                            }
+                        }
+                        if self.failed.contains_key(&drv) {
+                            continue;
+                        }
+                        self.events.event(&Event::Built {
+                            drv: drv.clone(),
+                            outputs: outputs.clone(),
+                            duration: start.elapsed(),
+                        });
+                        self.built.push(drv.clone());
+                        self.complete(&drv, outputs, true);
+                        release(graph, n, &mut pending, &mut ready);
+                    }
+                    Err(e) => {
+                        first_failure.get_or_insert(drv.clone());
+                        self.fail(graph, n, e);
+                    }
+                }
+            }
+        });
+        first_failure
+    }
+
+    /// Resolves a ready derivation and looks it up (see the module documentation).
+    fn prepare(&mut self, graph: &DiGraph<Node, ()>, n: NodeIndex) -> Result<Prepared, BuildError> {
+        let node = &graph[n];
+        let drv = &node.drv;
+        let d = node.d.clone();
+        let bad = |reason: String| BuildError::BadDerivation {
+            drv: drv.clone(),
+            reason,
+        };
+        let host = format!("{}-linux", std::env::consts::ARCH);
+        // Built-in builders run anywhere; Nix gives them the system `builtin`.
+        let builtin = d.builder.starts_with("builtin:") && d.system == "builtin";
+        if d.system != host && !builtin {
+            return Err(bad(format!(
+                "it is for system '{}', this machine is '{host}'",
+                d.system
+            )));
+        }
+        if d.outputs.is_empty() {
+            return Err(bad("it has no outputs".into()));
+        }
+        let mut inputs = BTreeMap::new();
+        for input in d.input_drvs.keys() {
+            let r = self
+                .done
+                .get(input)
+                .ok_or_else(|| bad(format!("its input '{input}' is not realised")))?;
+            let name = self
+                .drvs
+                .get(input)
+                .map(|d| drv_name(d, input))
+                .unwrap_or_default();
+            inputs.insert(
+                input.clone(),
+                ResolvedInput {
+                    name,
+                    outputs: r.outputs.clone(),
+                },
+            );
+        }
+        let resolved = resolve::resolve(&d, &inputs).map_err(|e| bad(e.to_string()))?;
+        let key = resolve::resolved_hash(&resolved);
+
+        let mut check = None;
+        if node.check {
+            match self.lookup(&key, &d)? {
+                Some(outputs) => check = Some(outputs),
+                None => return Err(BuildError::NotRealised { drv: drv.clone() }),
+            }
+        } else if !self.opts.rebuild {
+            if let Some(outputs) = self.lookup(&key, &d)? {
+                for (o, p) in &outputs {
+                    self.temp_root(p)?;
+                    self.store.add_derivation_output(drv, o, p)?;
+                }
+                return Ok(Prepared::Cached(outputs));
+            }
+        }
+
+        // Inputs: the closure of the resolved input sources, rooted while we build.
+        let srcs: Vec<StorePath> = resolved.input_srcs.iter().cloned().collect();
+        let closure = self.store.closure(&srcs)?;
+        for p in &closure {
+            self.temp_root(p)?;
+        }
+        self.serial += 1;
+        Ok(Prepared::Build(Box::new(job::Job {
+            drv: drv.clone(),
+            name: drv_name(&d, drv),
+            resolved,
+            key,
+            closure,
+            check,
+            serial: self.serial,
+        })))
+    }
+
+    /// Records a realised derivation.
+    fn complete(&mut self, drv: &StorePath, outputs: BTreeMap<String, StorePath>, built: bool) {
+        self.done.insert(
+            drv.clone(),
+            Realised {
+                drv: drv.clone(),
+                outputs,
+                built,
+            },
+        );
+    }
+
+    /// Records the failure of node `n` and skips everything that depends on it.
+    fn fail(&mut self, graph: &DiGraph<Node, ()>, n: NodeIndex, e: BuildError) {
+        let drv = graph[n].drv.clone();
+        self.events.event(&Event::Failed {
+            drv: drv.clone(),
+            message: e.to_string(),
+        });
+        self.failed_list.push(drv.clone());
+        self.failed.insert(drv.clone(), drv.clone());
+        self.errors.insert(drv.clone(), e);
+        self.skip_dependents(graph, n, &drv);
+    }
+
+    /// Marks everything that depends on node `n` as failed because of `root`.
+    fn skip_dependents(&mut self, graph: &DiGraph<Node, ()>, n: NodeIndex, root: &StorePath) {
+        let drv = root.clone();
+        let mut stack: Vec<NodeIndex> = graph.neighbors_directed(n, Direction::Outgoing).collect();
+        while let Some(m) = stack.pop() {
+            let dep = &graph[m].drv;
+            if self.failed.contains_key(dep) || self.done.contains_key(dep) {
+                continue;
+            }
+            self.failed.insert(dep.clone(), drv.clone());
+            self.skipped_list.push((dep.clone(), drv.clone()));
+            self.events.event(&Event::Skipped {
+                drv: dep.clone(),
+                because: drv.clone(),
+            });
+            stack.extend(graph.neighbors_directed(m, Direction::Outgoing));
+        }
+    }
+
+    fn temp_root(&mut self, p: &StorePath) -> Result<(), StoreError> {
+        if !self.rooted.contains(p) {
+            self.store.add_temp_root(p)?;
+            self.rooted.insert(p.clone());
+        }
+        Ok(())
+    }
+
+    fn read_drv(&mut self, drv: &StorePath) -> Result<Arc<Derivation>, BuildError> {
+        if let Some(d) = self.drvs.get(drv) {
+            return Ok(d.clone());
+        }
+        let bad = |reason: String| BuildError::BadDerivation {
+            drv: drv.clone(),
+            reason,
+        };
+        if !drv.is_derivation() {
+            return Err(bad(
+                "not a derivation (its name does not end in .drv)".into()
+            ));
+        }
+        if !self.store.is_valid(drv)? {
+            return Err(bad("not valid in the store".into()));
+        }
+        self.temp_root(drv)?;
+        let real = self.store.real_path(drv);
+        let text = fs::read_to_string(&real).map_err(io_err("reading", &real))?;
+        let d = Arc::new(Derivation::parse(&text).map_err(|e| bad(e.to_string()))?);
+        self.drvs.insert(drv.clone(), d.clone());
+        Ok(d)
+    }
+
+    /// The outputs, when every output is fixed and valid.
+    fn valid_fixed(
+        &mut self,
+        d: &Derivation,
+    ) -> Result<Option<BTreeMap<String, StorePath>>, BuildError> {
+        if d.outputs.is_empty() {
+            return Ok(None);
+        }
+        let mut out = BTreeMap::new();
+        for (o, spec) in &d.outputs {
+            match spec.path() {
+                Some(p) if self.store.is_valid(p)? => {
+                    out.insert(o.clone(), p.clone());
+                }
+                _ => return Ok(None),
+            }
+        }
+        for p in out.values() {
+            self.temp_root(p)?;
+        }
+        Ok(Some(out))
+    }
+
+    /// The recorded realisations of every output under `key`, if all are there and valid.
+    fn lookup(
+        &self,
+        key: &str,
+        d: &Derivation,
+    ) -> Result<Option<BTreeMap<String, StorePath>>, BuildError> {
+        let mut out = BTreeMap::new();
+        for (o, spec) in &d.outputs {
+            let found = match self.store.query_realisation(key, o)? {
+                Some(p) => Some(p),
+                // A fixed output is known by its path.
+                None => spec.path().cloned(),
+            };
+            match found {
+                Some(p) if self.store.is_valid(&p)? => {
+                    out.insert(o.clone(), p);
+                }
+                _ => return Ok(None),
+            }
+        }
+        Ok(Some(out))
+    }
+}
+
+/// The derivation's `name`, or its file name without `.drv`.
+fn drv_name(d: &Derivation, p: &StorePath) -> String {
+    d.name()
+        .map(str::to_string)
+        .unwrap_or_else(|| p.name().trim_end_matches(".drv").to_string())
+}
+
+/// Node `n` is realised: its dependents have one input less to wait for.
+fn release(
+    graph: &DiGraph<Node, ()>,
+    n: NodeIndex,
+    pending: &mut HashMap<NodeIndex, usize>,
+    ready: &mut VecDeque<NodeIndex>,
+) {
+    for m in graph.neighbors_directed(n, Direction::Outgoing) {
+        if let Some(c) = pending.get_mut(&m) {
+            *c -= 1;
+            if *c == 0 {
+                pending.remove(&m);
+                ready.push_back(m);
+            }
+        }
+    }
+}
