@@ -7,6 +7,9 @@
 # Needs nix-bin and a static busybox (busybox-static). Timings are reported,
 # never asserted. Nix builds into /nix/store; every run uses a fresh seed, so
 # both sides build 50 new derivations each time (the paths stay in /nix/store).
+# The table shows medians; every run's times and the load average follow it,
+# since other jobs on the machine (and the filesystem's state: on ext4 without
+# a journal, creating files soon after many deletions is slow) move them a lot.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROCMX=${ROCMX:-target/release/rocmx}
@@ -25,6 +28,7 @@ cp "$BUSYBOX" "$work/bb/bin/sh"
 now() { date +%s.%N; }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 nix_t=() rocmx_t=() noop_t=() nix_noop_t=()
 for r in $(seq 1 "$RUNS"); do
   seed="$$-$r-$(date +%s%N)"
@@ -62,3 +66,5 @@ printf '| job | nix s | rocmx s | ratio | goal |\n|---|---:|---:|---:|---:|\n'
 printf '| build %s from scratch | %.3f | %.3f | %.2f | 0.5 |\n' "$N" "$nix_m" "$rocmx_m" "$(echo "$rocmx_m / $nix_m" | bc -l)"
 printf '| no-op rebuild (all valid) | %.3f | %.3f | %.2f | rocmx <= 0.020 s |\n' "$nix_noop" "$rocmx_noop" "$(echo "$rocmx_noop / $nix_noop" | bc -l)"
 printf '\nper derivation: nix %.1f ms, rocmx %.1f ms\n' "$(echo "$nix_m * 1000 / $N" | bc -l)" "$(echo "$rocmx_m * 1000 / $N" | bc -l)"
+printf 'runs (s): nix %s; rocmx %s\n' "${nix_t[*]}" "${rocmx_t[*]}"
+printf 'load average: %s before, %s after\n' "$load_before" "$(cut -d' ' -f1-3 /proc/loadavg)"

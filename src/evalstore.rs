@@ -8,8 +8,17 @@
 //!
 //! Must not: evaluate or build. `rocmx eval` keeps using `MemStore`, which writes
 //! nothing; both compute the same paths.
+//!
+//! # Deferred texts
+//!
+//! A text's path is a pure function of its name, contents and references, so
+//! [`EvalStore::add_text`] only computes it and queues the text; the queue is written
+//! in one go by [`LocalEvalStore::flush`] (which `rocmx build` calls once evaluation is
+//! over), or as soon as evaluation reads a queued path back. Writing 50 `.drv` files
+//! one store transaction at a time cost more than evaluating them.
 
-use std::collections::BTreeSet;
+use std::cell::RefCell;
+use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
@@ -21,14 +30,56 @@ fn store_err(e: impl std::fmt::Display) -> Box<EvalError> {
     EvalError::new(ErrorKind::Io, e.to_string())
 }
 
+/// A text whose path is known but which is not written yet.
+struct PendingText {
+    name: String,
+    text: String,
+    refs: BTreeSet<StorePath>,
+}
+
 /// An [`EvalStore`] that adds everything to a [`LocalStore`].
 pub struct LocalEvalStore {
     store: Rc<LocalStore>,
+    /// Texts to write, in the order they were made (references first).
+    pending: RefCell<Vec<PendingText>>,
+    pending_paths: RefCell<HashSet<StorePath>>,
 }
 
 impl LocalEvalStore {
     pub fn new(store: Rc<LocalStore>) -> LocalEvalStore {
-        LocalEvalStore { store }
+        LocalEvalStore {
+            store,
+            pending: RefCell::new(Vec::new()),
+            pending_paths: RefCell::new(HashSet::new()),
+        }
+    }
+
+    /// Writes every queued text to the store (see the module documentation).
+    pub fn flush(&self) -> EResult<()> {
+        let pending = std::mem::take(&mut *self.pending.borrow_mut());
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let items: Vec<(&str, &[u8], &BTreeSet<StorePath>)> = pending
+            .iter()
+            .map(|t| (t.name.as_str(), t.text.as_bytes(), &t.refs))
+            .collect();
+        let r = self
+            .store
+            .add_texts(&items)
+            .map_err(|e| store_err(format!("writing derivations to the store: {e}")));
+        self.pending_paths.borrow_mut().clear();
+        r.map(|_| ())
+    }
+
+    /// Flushes the queue when `p` is (inside) a queued text.
+    fn flush_for(&self, p: &Path) -> EResult<()> {
+        if let Some((sp, _)) = Self::split_logical(p) {
+            if self.pending_paths.borrow().contains(&sp) {
+                self.flush()?;
+            }
+        }
+        Ok(())
     }
 
     /// Splits a logical path `/rocmx/store/<base>[/sub]` into its store path and
@@ -58,6 +109,7 @@ impl EvalStore for LocalEvalStore {
         name: &str,
         filter: Option<&mut PathFilter<'_>>,
     ) -> EResult<String> {
+        self.flush_for(src)?;
         // A store path itself (not a subpath) is not copied again.
         if filter.is_none() {
             if let Some((sp, None)) = Self::split_logical(src) {
@@ -93,6 +145,7 @@ impl EvalStore for LocalEvalStore {
         method: IngestionMethod,
         expected: &Hash,
     ) -> EResult<String> {
+        self.flush_for(src)?;
         let real = self.physical(src);
         let nar = verify_fixed(src, &real, method, expected)?;
         let want = StorePath::from_ca(
@@ -129,14 +182,27 @@ impl EvalStore for LocalEvalStore {
         for r in refs {
             references.insert(StorePath::from_absolute(r).map_err(store_err)?);
         }
-        let sp = self
-            .store
-            .add_text(name, text.as_bytes(), &references)
-            .map_err(|e| store_err(format!("adding '{name}' to the store: {e}")))?;
+        let sp = StorePath::from_ca(
+            name,
+            &ContentAddress::text(text.as_bytes(), references.clone()),
+        )
+        .map_err(|e| store_err(format!("adding '{name}' to the store: {e}")))?;
+        if self.pending_paths.borrow().contains(&sp)
+            || self.store.is_valid(&sp).map_err(store_err)?
+        {
+            return Ok(sp.to_absolute());
+        }
+        self.pending_paths.borrow_mut().insert(sp.clone());
+        self.pending.borrow_mut().push(PendingText {
+            name: name.to_string(),
+            text: text.to_string(),
+            refs: references,
+        });
         Ok(sp.to_absolute())
     }
 
     fn realise_path(&self, p: &Path) -> Option<PathBuf> {
+        self.flush_for(p).ok()?;
         let (sp, sub) = Self::split_logical(p)?;
         if !self.store.is_valid(&sp).ok()? {
             return None;
@@ -192,8 +258,21 @@ mod tests {
         let refs: BTreeSet<String> = [p1.clone()].into_iter().collect();
         let t = local.add_text("x.drv", "text", &refs).unwrap();
         assert_eq!(t, mem.add_text("x.drv", "text", &refs).unwrap());
+        // Queued, not written, until flushed or read back.
+        let tp = StorePath::from_absolute(&t).unwrap();
+        assert!(!store.is_valid(&tp).unwrap());
+        let t2 = local.add_text("y", "other", &BTreeSet::new()).unwrap();
+        local.flush().unwrap();
+        assert!(store.is_valid(&tp).unwrap());
+        assert!(store
+            .is_valid(&StorePath::from_absolute(&t2).unwrap())
+            .unwrap());
+        let t3 = local.add_text("z", "third", &BTreeSet::new()).unwrap();
         let real = local.realise_path(Path::new(&t)).unwrap();
         assert_eq!(std::fs::read_to_string(real).unwrap(), "text");
+        // Reading a queued text back writes the queue first.
+        let real = local.realise_path(Path::new(&t3)).unwrap();
+        assert_eq!(std::fs::read_to_string(real).unwrap(), "third");
         assert_eq!(
             store
                 .references(&StorePath::from_absolute(&t).unwrap())

@@ -206,7 +206,13 @@ fn http_fetch_is_byte_exact() {
     let dest = dir.path().join("out");
     let url = format!("http://{addr}/big.bin");
     let mut log = Vec::new();
-    let outcome = fetch(&request(std::slice::from_ref(&url)), &Mirrors::new(), &dest, &mut log).unwrap();
+    let outcome = fetch(
+        &request(std::slice::from_ref(&url)),
+        &Mirrors::new(),
+        &dest,
+        &mut log,
+    )
+    .unwrap();
     assert_eq!(outcome.bytes, big.len() as u64);
     assert_eq!(outcome.url, url);
     assert!(outcome.failed.is_empty());
@@ -226,7 +232,13 @@ fn http_404_names_url_and_status() {
     let dest = dir.path().join("out");
     let url = format!("http://{addr}/missing.tar.gz");
     let mut log = Vec::new();
-    let err = fetch(&request(std::slice::from_ref(&url)), &Mirrors::new(), &dest, &mut log).unwrap_err();
+    let err = fetch(
+        &request(std::slice::from_ref(&url)),
+        &Mirrors::new(),
+        &dest,
+        &mut log,
+    )
+    .unwrap_err();
     let msg = err.to_string();
     assert!(
         msg.contains(&url) && msg.contains("HTTP 404 Not Found"),

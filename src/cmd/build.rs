@@ -150,8 +150,9 @@ pub fn run(args: BuildArgs, store_opt: &StoreOpt) -> i32 {
         Err(_) => return 1,
     };
     let settings = settings(&args);
-    let mut ev = Evaluator::new(settings, Rc::new(LocalEvalStore::new(store.clone())));
-    let targets = match find_targets(&mut ev, &args) {
+    let eval_store = Rc::new(LocalEvalStore::new(store.clone()));
+    let mut ev = Evaluator::new(settings, eval_store.clone());
+    let targets = match find_targets(&mut ev, &args).and_then(|t| eval_store.flush().map(|()| t)) {
         Ok(t) => t,
         Err(e) => {
             eprint!("{}", ev.sources.render(&e, args.show_trace));

@@ -1,20 +1,26 @@
-//! Code that runs after `fork`, in the sandbox's processes.
+//! Code that runs in the sandbox's processes, after they are cloned from the caller.
 //!
 //! Process tree (host view):
 //!
 //! ```text
-//! rocmx (parent) ── fork ─▶ helper ── unshare(user,mnt,pid,uts,ipc[,net]); id maps
-//!                               └── fork ─▶ init (pid 1 of the new pid ns): mounts,
-//!                                            pivot_root, hostname, drops capabilities
-//!                                               └── fork ─▶ builder (pid 2): execve
+//! rocmx (parent) ── clone(CLONE_NEWUSER|CLONE_NEWNS|CLONE_NEWPID|CLONE_NEWUTS|
+//!                         CLONE_NEWIPC[|CLONE_NEWNET]) ─▶ init (pid 1 of the new pid ns)
+//!     the parent writes init's id maps and lets it go on; init makes the mounts,
+//!     pivot_root, hostname, drops capabilities
+//!        └── clone(CLONE_VM|CLONE_VFORK) ─▶ builder (pid 2): execve
 //! ```
 //!
-//! The parent may be multi-threaded, so everything here sticks to raw syscalls on data
-//! the parent prepared ([`Prepared`]): no allocation, no locks, no `std::io`. The one
-//! exception is the `caps` crate, whose *error* paths format a `String` (its success
-//! paths are plain prctl/capget/capset calls); glibc's malloc stays usable after `fork`.
-//! Failures are reported to the parent as records on the status pipe
-//! ([`super::protocol`]) and end the process with `_exit`.
+//! Two processes, and one copy of the caller's page tables (init's): the builder shares
+//! init's memory until its `execve`, like `posix_spawn` (init is single-threaded and
+//! suspended meanwhile).
+//!
+//! The parent may be multi-threaded, and init is created by a raw `clone`, which (unlike
+//! glibc's `fork`) runs no atfork handlers and resets none of glibc's locks: everything
+//! here sticks to raw syscalls on data the parent prepared ([`Prepared`]): no allocation,
+//! no locks, no `std::io`. The one exception is the `caps` crate, whose *error* paths
+//! format a `String` (its success paths are plain prctl/capget/capset calls). Failures are
+//! reported to the parent as records on the status pipe ([`super::protocol`]) and end the
+//! process with `_exit`.
 
 use std::ffi::{CStr, CString};
 use std::os::fd::{BorrowedFd, RawFd};
@@ -22,25 +28,20 @@ use std::os::fd::{BorrowedFd, RawFd};
 use nix::errno::Errno;
 use nix::fcntl::{open, OFlag};
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
-use nix::sched::{unshare, CloneFlags};
+use nix::sched::CloneFlags;
 use nix::sys::stat::Mode;
 use nix::sys::wait::{waitpid, WaitStatus};
-use nix::unistd::{chdir, fork, getppid, mkdir, pivot_root, sethostname, setsid, ForkResult, Pid};
+use nix::unistd::{chdir, mkdir, pivot_root, sethostname, setsid, Pid};
 
 use super::plan::{Action, PlannedAction};
-use super::protocol::{RecordBuf, Step, TAG_ERROR, TAG_EXIT, TAG_PID, TAG_SIGNAL};
+use super::protocol::{RecordBuf, Step, TAG_ERROR, TAG_EXIT, TAG_SIGNAL};
 
-/// Everything the sandbox processes need, prepared before `fork`.
+/// Everything the sandbox processes need, prepared before `clone`.
 pub(super) struct Prepared {
     pub flags: CloneFlags,
-    pub parent_pid: Pid,
-    /// Host root: drop supplementary groups before entering the user namespace (an
-    /// unprivileged caller cannot, and `setgroups` is denied inside).
+    /// Host root: drop supplementary groups in init (the parent then leaves `setgroups`
+    /// allowed in the new user namespace; an unprivileged caller cannot drop them).
     pub clear_groups: bool,
-    /// `"1000 <outer euid> 1\n"`.
-    pub uid_map: Vec<u8>,
-    /// `"100 <outer egid> 1\n"`.
-    pub gid_map: Vec<u8>,
     /// Host path the new root is mounted on.
     pub root: CString,
     pub actions: Vec<PlannedAction>,
@@ -61,6 +62,14 @@ pub(super) struct Prepared {
     pub log_write: RawFd,
     pub status_write: RawFd,
     pub devnull: RawFd,
+    /// Read end of the go-ahead pipe: one byte once the parent has written the id maps,
+    /// end of file if the parent died first.
+    pub go_read: RawFd,
+    /// The staging directory, which the actions reach through `/proc/self/fd/<staging>`
+    /// once the root's tmpfs hides it: init opens it again under that number, in its own
+    /// mount namespace (a bind's source must be a mount of the caller's namespace).
+    pub staging_path: CString,
+    pub staging: RawFd,
 }
 
 /// Writes one record to the status pipe (errors ignored: nobody left to tell).
@@ -87,34 +96,19 @@ fn exit(code: i32) -> ! {
 }
 
 fn close(fd: RawFd) {
-    // SAFETY: closing a descriptor this process owns (a copy inherited through fork).
+    // SAFETY: closing a descriptor this process owns (a copy inherited through clone).
     unsafe { libc::close(fd) };
-}
-
-/// Writes `data` to a `/proc/self/...` file; `Ok` when the file does not exist and
-/// `missing_ok`.
-fn write_proc_file(path: &CStr, data: &[u8], missing_ok: bool) -> Result<(), Errno> {
-    let fd = match open(path, OFlag::O_WRONLY | OFlag::O_CLOEXEC, Mode::empty()) {
-        Ok(fd) => fd,
-        Err(Errno::ENOENT) if missing_ok => return Ok(()),
-        Err(e) => return Err(e),
-    };
-    let n = nix::unistd::write(&fd, data)?;
-    if n != data.len() {
-        return Err(Errno::EIO);
-    }
-    Ok(())
 }
 
 /// Closes every descriptor from 3 up, except those in `keep` (sorted ascending).
 ///
-/// The helper and init never `execve`, so `O_CLOEXEC` does not protect them: without
-/// this they would hold, for the whole build, every descriptor the (multi-threaded)
-/// parent had open at `fork` time — among them files other threads were writing, which
-/// then could not be executed (`ETXTBSY`).
+/// Init never calls `execve`, so `O_CLOEXEC` does not protect it: without this it would
+/// hold, for the whole build, every descriptor the (multi-threaded) parent had open at
+/// `clone` time — among them files other threads were writing, which then could not be
+/// executed (`ETXTBSY`). At most 7 descriptors are kept.
 fn close_all_but(keep: &[RawFd]) {
     let mut from: u32 = 3;
-    let mut ranges = [(0u32, 0u32); 4];
+    let mut ranges = [(0u32, 0u32); 8];
     let mut n = 0;
     for &k in keep {
         let k = k as u32;
@@ -139,60 +133,20 @@ fn close_all_but(keep: &[RawFd]) {
     }
 }
 
-/// The helper: enters the new namespaces, writes the id maps, forks pid 1 and waits.
-pub(super) fn helper(p: &Prepared) -> ! {
-    let mut keep = [p.log_write, p.status_write, p.devnull];
-    keep.sort_unstable();
-    close_all_but(&keep);
-    let st = p.status_write;
-    let _ = setsid();
-    // SAFETY: prctl(PR_SET_PDEATHSIG) with a valid signal number; no pointers involved.
-    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
-    if getppid() != p.parent_pid {
-        exit(1); // the parent died before we set the death signal
-    }
-    if p.clear_groups {
-        // Host root: no supplementary groups in the sandbox (they would show as nogroup).
-        // The raw syscall: glibc's wrapper would try to broadcast to the parent's threads.
-        // SAFETY: setgroups(0, NULL) passes no memory.
-        unsafe { libc::syscall(libc::SYS_setgroups, 0usize, std::ptr::null::<libc::gid_t>()) };
-    }
-    if let Err(e) = unshare(p.flags) {
-        fail(
-            st,
-            Step::Unshare,
-            e,
-            &[b"unshare(CLONE_NEWUSER|CLONE_NEWNS|CLONE_NEWPID|...)"],
-        );
-    }
-    if let Err(e) = write_proc_file(c"/proc/self/setgroups", b"deny", true) {
-        fail(st, Step::IdMaps, e, &[b"writing /proc/self/setgroups"]);
-    }
-    if let Err(e) = write_proc_file(c"/proc/self/uid_map", &p.uid_map, false) {
-        fail(st, Step::IdMaps, e, &[b"writing /proc/self/uid_map"]);
-    }
-    if let Err(e) = write_proc_file(c"/proc/self/gid_map", &p.gid_map, false) {
-        fail(st, Step::IdMaps, e, &[b"writing /proc/self/gid_map"]);
-    }
-    // SAFETY: this process is single-threaded (it is a fresh fork); the child only runs
-    // `init`, which keeps to raw syscalls.
-    match unsafe { fork() } {
-        Err(e) => fail(st, Step::Fork, e, &[b"forking the sandbox's init"]),
-        Ok(ForkResult::Child) => init(p),
-        Ok(ForkResult::Parent { child }) => {
-            let mut rec = RecordBuf::new(TAG_PID, 0, child.as_raw());
-            send(st, &mut rec);
-            close(p.log_write);
-            close(p.devnull);
-            loop {
-                match waitpid(child, None) {
-                    Err(Errno::EINTR) => continue,
-                    Ok(WaitStatus::Exited(..)) | Ok(WaitStatus::Signaled(..)) | Err(_) => break,
-                    Ok(_) => continue,
-                }
-            }
-            exit(0)
-        }
+/// Creates the sandbox's init, straight in the new namespaces (`p.flags`): a fork-like
+/// `clone` (the child gets its own copy of this process's memory and continues on its
+/// copy of the stack). The child runs [`init`] and never returns here.
+pub(super) fn spawn_init(p: &Prepared) -> Result<Pid, Errno> {
+    let flags = p.flags.bits() as libc::c_ulong | libc::SIGCHLD as libc::c_ulong;
+    // SAFETY: clone(2) without CLONE_VM and without a new stack is fork(2) plus namespace
+    // flags; every pointer argument (stack, parent/child tid, tls) is null, so their order,
+    // which differs between architectures, does not matter. The child only runs `init`,
+    // which keeps to raw syscalls on the prepared data (see the module notes).
+    let r = unsafe { libc::syscall(libc::SYS_clone, flags, 0usize, 0usize, 0usize, 0usize) };
+    match r {
+        -1 => Err(Errno::last()),
+        0 => init(p),
+        pid => Ok(Pid::from_raw(pid as libc::pid_t)),
     }
 }
 
@@ -223,6 +177,17 @@ fn locked_flags(path: &CStr) -> Result<MsFlags, Errno> {
     Ok(out)
 }
 
+/// Creates an empty file (an existing one is fine).
+fn touch(path: &CStr) -> Result<(), Errno> {
+    let fd = open(
+        path,
+        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_CLOEXEC,
+        Mode::from_bits_truncate(0o644),
+    )?;
+    drop(fd);
+    Ok(())
+}
+
 fn run_action(a: &Action) -> Result<(), Errno> {
     match a {
         Action::Mkdir { path, mode } => {
@@ -231,15 +196,24 @@ fn run_action(a: &Action) -> Result<(), Errno> {
                 Err(e) => Err(e),
             }
         }
-        Action::Touch { path } => {
-            let fd = open(
+        Action::Touch { path } => touch(path),
+        Action::Link { target, path } => {
+            match nix::unistd::linkat(
+                nix::fcntl::AT_FDCWD,
+                target.as_c_str(),
+                nix::fcntl::AT_FDCWD,
                 path.as_c_str(),
-                OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_CLOEXEC,
-                Mode::from_bits_truncate(0o644),
-            )?;
-            drop(fd);
-            Ok(())
+                nix::fcntl::AtFlags::empty(),
+            ) {
+                Ok(()) | Err(Errno::EEXIST) => Ok(()),
+                // No hard links here (another mount, a filesystem without them...).
+                Err(_) => touch(path),
+            }
         }
+        Action::Unlink { path } => match nix::unistd::unlink(path.as_c_str()) {
+            Ok(()) | Err(Errno::ENOENT) => Ok(()),
+            Err(e) => Err(e),
+        },
         Action::Symlink { target, path } => {
             nix::unistd::symlinkat(target.as_c_str(), nix::fcntl::AT_FDCWD, path.as_c_str())
         }
@@ -277,40 +251,69 @@ fn run_action(a: &Action) -> Result<(), Errno> {
             source,
             target,
             flags,
+        } => bind(source, target, *flags),
+        Action::BindFrom {
+            source,
+            target,
+            fallback,
+            flags,
         } => {
-            let bind = |extra: MsFlags| {
-                mount(
-                    Some(source.as_c_str()),
-                    target.as_c_str(),
-                    None::<&CStr>,
-                    MsFlags::MS_BIND | extra,
-                    None::<&CStr>,
-                )
-            };
-            // A user namespace may not bind a mount without the mounts below it that it
-            // inherited (they are locked: EINVAL); then bind the whole tree.
-            let recursive = match bind(MsFlags::empty()) {
-                Ok(()) => false,
-                Err(Errno::EINVAL) => {
-                    bind(MsFlags::MS_REC)?;
-                    true
-                }
-                Err(e) => return Err(e),
-            };
-            let keep = locked_flags(target)?;
-            mount(
-                None::<&CStr>,
+            // One mount: the copy keeps the read-only, nosuid, nodev flags of the mount it
+            // is taken from. If that fails (mounts below the input), the usual way.
+            match mount(
+                Some(source.as_c_str()),
                 target.as_c_str(),
                 None::<&CStr>,
-                MsFlags::MS_REMOUNT | MsFlags::MS_BIND | *flags | keep,
+                MsFlags::MS_BIND,
                 None::<&CStr>,
-            )?;
-            if recursive {
-                set_attr_recursive(target, *flags)?;
+            ) {
+                Ok(()) => Ok(()),
+                Err(_) => bind(fallback, target, *flags),
             }
-            Ok(())
         }
+        Action::Umount { path } => umount2(path.as_c_str(), MntFlags::MNT_DETACH),
+        Action::Rmdir { path } => nix::unistd::unlinkat(
+            nix::fcntl::AT_FDCWD,
+            path.as_c_str(),
+            nix::unistd::UnlinkatFlags::RemoveDir,
+        ),
     }
+}
+
+/// A bind mount of `source` at `target`, then a remount adding `flags` (and keeping the
+/// flags the kernel locks on the source).
+fn bind(source: &CStr, target: &CStr, flags: MsFlags) -> Result<(), Errno> {
+    let bind = |extra: MsFlags| {
+        mount(
+            Some(source),
+            target,
+            None::<&CStr>,
+            MsFlags::MS_BIND | extra,
+            None::<&CStr>,
+        )
+    };
+    // A user namespace may not bind a mount without the mounts below it that it
+    // inherited (they are locked: EINVAL); then bind the whole tree.
+    let recursive = match bind(MsFlags::empty()) {
+        Ok(()) => false,
+        Err(Errno::EINVAL) => {
+            bind(MsFlags::MS_REC)?;
+            true
+        }
+        Err(e) => return Err(e),
+    };
+    let keep = locked_flags(target)?;
+    mount(
+        None::<&CStr>,
+        target,
+        None::<&CStr>,
+        MsFlags::MS_REMOUNT | MsFlags::MS_BIND | flags | keep,
+        None::<&CStr>,
+    )?;
+    if recursive {
+        set_attr_recursive(target, flags)?;
+    }
+    Ok(())
 }
 
 /// `struct mount_attr` of mount_setattr(2).
@@ -421,13 +424,37 @@ fn drop_privileges(p: &Prepared) -> Result<(), (&'static [u8], Errno)> {
 
 /// pid 1 of the new pid namespace: assembles the root, becomes the build user's init.
 fn init(p: &Prepared) -> ! {
+    let mut keep = [p.log_write, p.status_write, p.devnull, p.go_read, p.staging];
+    keep.sort_unstable();
+    close_all_but(&keep);
     let st = p.status_write;
-    // SAFETY: integer-only prctl calls. Dying with the helper takes the pid ns down; not
-    // being dumpable keeps the builder (same uid) out of our memory and environment.
-    unsafe {
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
-        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+    // SAFETY: integer-only prctl. Dying with the parent (thread) takes the pid ns down.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
+    let _ = setsid();
+    // Wait for the parent to write our id maps. End of file instead of the byte: the
+    // parent died, perhaps before the death signal was armed.
+    let mut go = [0u8; 1];
+    loop {
+        // SAFETY: `go_read` is the go-ahead pipe's read end, open in this process.
+        match nix::unistd::read(unsafe { BorrowedFd::borrow_raw(p.go_read) }, &mut go) {
+            Ok(1) => break,
+            Err(Errno::EINTR) => continue,
+            _ => exit(1),
+        }
     }
+    close(p.go_read);
+    if p.clear_groups {
+        // Host root: no supplementary groups in the sandbox (they would show as nogroup).
+        // The parent left `setgroups` allowed for this; failure (a container that denies
+        // it) leaves them, as an unprivileged caller's. The raw syscall: glibc's wrapper
+        // would try to broadcast to threads that do not exist here.
+        // SAFETY: setgroups(0, NULL) passes no memory.
+        unsafe { libc::syscall(libc::SYS_setgroups, 0usize, std::ptr::null::<libc::gid_t>()) };
+    }
+    // SAFETY: integer-only prctl. Not being dumpable keeps the builder (same uid) out of
+    // our memory and environment. (Only now: until the parent had written our id maps,
+    // it needed our /proc files, which a non-dumpable process's owner cannot open.)
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
     if let Err(e) = mount(
         None::<&CStr>,
         c"/",
@@ -440,6 +467,25 @@ fn init(p: &Prepared) -> ! {
             Step::MountPrivate,
             e,
             &[b"making / private in the new mount namespace"],
+        );
+    }
+    let reopened = open(
+        p.staging_path.as_c_str(),
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .and_then(|fd| {
+        use std::os::fd::AsRawFd;
+        // SAFETY: dup3 onto the number reserved for it (our copy of the parent's
+        // descriptor, closed atomically by the dup); `fd` is closed when dropped.
+        Errno::result(unsafe { libc::dup3(fd.as_raw_fd(), p.staging, libc::O_CLOEXEC) })
+    });
+    if let Err(e) = reopened {
+        fail(
+            st,
+            Step::Mount,
+            e,
+            &[b"opening ", p.staging_path.as_bytes()],
         );
     }
     for pa in &p.actions {
@@ -496,39 +542,115 @@ fn init(p: &Prepared) -> ! {
     if let Err((what, e)) = drop_privileges(p) {
         fail(st, Step::Identity, e, &[what]);
     }
-    // SAFETY: single-threaded process; the child only prepares descriptors and execs.
-    match unsafe { fork() } {
-        Err(e) => fail(st, Step::Fork, e, &[b"forking the builder"]),
-        Ok(ForkResult::Child) => builder(p),
-        Ok(ForkResult::Parent { child }) => {
-            close(p.log_write);
-            close(p.devnull);
-            // Reap everything (we are init) until the builder itself is gone.
-            loop {
-                match waitpid(None, None) {
-                    Ok(WaitStatus::Exited(pid, code)) if pid == child => {
-                        send(st, &mut RecordBuf::new(TAG_EXIT, 0, code));
-                        break;
-                    }
-                    Ok(WaitStatus::Signaled(pid, sig, _)) if pid == child => {
-                        send(st, &mut RecordBuf::new(TAG_SIGNAL, 0, sig as i32));
-                        break;
-                    }
-                    Err(Errno::EINTR) | Ok(_) => continue,
-                    Err(_) => break,
-                }
+    let child = match spawn_builder(p) {
+        Ok(pid) => pid,
+        Err(e) => fail(st, Step::Fork, e, &[b"starting the builder"]),
+    };
+    close(p.log_write);
+    close(p.devnull);
+    // Reap everything (we are init) until the builder itself is gone.
+    loop {
+        match waitpid(None, None) {
+            Ok(WaitStatus::Exited(pid, code)) if pid == child => {
+                send(st, &mut RecordBuf::new(TAG_EXIT, 0, code));
+                break;
             }
-            // Exiting as pid 1 kills whatever the builder left running.
-            exit(0)
+            Ok(WaitStatus::Signaled(pid, sig, _)) if pid == child => {
+                send(st, &mut RecordBuf::new(TAG_SIGNAL, 0, sig as i32));
+                break;
+            }
+            Err(Errno::EINTR) | Ok(_) => continue,
+            Err(_) => break,
         }
     }
+    // Exiting as pid 1 kills whatever the builder left running.
+    exit(0)
 }
 
-/// The builder process (pid 2): standard descriptors, clean signal state, `execve`.
+/// Size of the builder's stack until its `execve` (it needs a few KiB).
+const BUILDER_STACK: usize = 64 * 1024;
+
+/// Starts the builder the way `posix_spawn` does: `clone(CLONE_VM | CLONE_VFORK)` on a
+/// stack of its own, so that init's page tables are not copied; init is suspended until
+/// the builder has called `execve` (or exited).
+fn spawn_builder(p: &Prepared) -> Result<Pid, Errno> {
+    // SAFETY: sysconf reads a value the kernel passed at exec; no locks.
+    let page = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+        n if n > 0 => n as usize,
+        _ => 4096,
+    };
+    let len = BUILDER_STACK + page;
+    // SAFETY: a fresh anonymous private mapping (no address hint, no file). It is never
+    // unmapped: init exits soon after the builder.
+    let base = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+            -1,
+            0,
+        )
+    };
+    if base == libc::MAP_FAILED {
+        return Err(Errno::last());
+    }
+    // SAFETY: the lowest page of the mapping just made becomes a guard page, so that an
+    // overflow faults instead of writing into init's memory.
+    Errno::result(unsafe { libc::mprotect(base, page, libc::PROT_NONE) })?;
+    // SAFETY: one past the end of the mapping: the initial stack pointer (stacks grow
+    // down on every architecture Linux runs this on); page-aligned, so 16-byte aligned.
+    let top = unsafe { base.cast::<u8>().add(len) };
+    // Block every signal around the clone, as posix_spawn does: a handler of init's (they
+    // are Rust's, running on shared memory) must not run in the builder before it has
+    // reset the dispositions; the builder unblocks them after.
+    // SAFETY: plain sigset_t values, valid when zeroed and filled by sigfillset.
+    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: sigfillset/sigprocmask on the sets we own.
+    unsafe {
+        libc::sigfillset(&mut all);
+        libc::sigprocmask(libc::SIG_SETMASK, &all, &mut old);
+    }
+    // SAFETY: CLONE_VM | CLONE_VFORK: the child runs `builder_entry` on its own stack
+    // `top` in init's memory while init (single-threaded) is suspended until the child's
+    // execve or exit. `builder_entry` never returns (it execs or `_exit`s) and only makes
+    // raw syscalls on `p`, which stays alive in init meanwhile; it writes nothing but its
+    // own stack, errno and the status pipe.
+    let r = unsafe {
+        libc::clone(
+            builder_entry,
+            top.cast(),
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            p as *const Prepared as *mut libc::c_void,
+        )
+    };
+    let err = Errno::last();
+    // SAFETY: restoring our own signal mask.
+    unsafe { libc::sigprocmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+    if r == -1 {
+        return Err(err);
+    }
+    Ok(Pid::from_raw(r))
+}
+
+/// The builder's entry point (see [`spawn_builder`]).
+extern "C" fn builder_entry(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the `&Prepared` that `spawn_builder` passed; init keeps it alive
+    // (it is suspended until our execve or exit).
+    let p = unsafe { &*(arg as *const Prepared) };
+    builder(p)
+}
+
+/// The builder process (pid 2): standard descriptors, clean signal state, `execve`. It
+/// shares init's memory until then (see [`spawn_builder`]); every signal is blocked on
+/// entry.
 fn builder(p: &Prepared) -> ! {
     let st = p.status_write;
     // SAFETY: resetting dispositions and the mask with integer/zeroed arguments. Ignored
-    // signals (Rust ignores SIGPIPE) would otherwise survive execve.
+    // signals (Rust ignores SIGPIPE) would otherwise survive execve, and init's handlers
+    // must not run here.
     unsafe {
         for sig in 1..libc::SIGRTMIN() {
             if sig != libc::SIGKILL && sig != libc::SIGSTOP {

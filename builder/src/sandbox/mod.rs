@@ -34,13 +34,22 @@
 //!
 //! The builder creates the output itself, as in Nix (`mkdir $out`, or a single file for
 //! flat fixed-output derivations). [`SandboxSpec::output`]`.0` must not exist; its parent
-//! must. The sandbox makes a private staging directory next to it
-//! (`.rocmx-sandbox-*`, mode 0700, so no other host user can reach anything the builder
-//! writes during the build) and binds it at the parent of the output's inside path
-//! (`/rocmx/store` typically). When the build ends — whatever its status — the output,
-//! if the builder created it, is moved to `output.0`, its setuid and setgid bits are
-//! stripped, and the staging directory (with anything else the builder wrote next to
-//! the output) is deleted. Output normalisation strips those bits again later.
+//! must. The sandbox makes a private staging directory next to it (`.rocmx-sandbox-*`,
+//! mode 0700 — or 0755 when that parent is the caller's and closed to others — so no
+//! other host user can reach anything the builder writes during the build) and binds it
+//! at the parent of the output's inside path (`/rocmx/store` typically). When the build
+//! ends — whatever its status — the output, if the builder created it, is moved to
+//! `output.0`, its setuid and setgid bits are stripped, and the staging directory (with
+//! anything else the builder wrote next to the output) is deleted. Output normalisation
+//! strips those bits again later.
+//!
+//! The staging directory is the only directory the sandbox creates on the host: the new
+//! root's tmpfs is mounted on it (in the sandbox's mount namespace, so the host never
+//! sees that), and the directory itself is bound from a descriptor. Mount points of the
+//! inputs inside it are on the host's disk, so file inputs get hard links to one empty
+//! file rather than an empty file each (creating inodes is what costs there), and inputs
+//! that share a host directory (the store) are bound from one read-only bind of it, which
+//! saves each a remount.
 //!
 //! # Identity: how ids are mapped
 //!
@@ -61,13 +70,15 @@
 //!
 //! # Processes
 //!
-//! `run` forks a helper that enters the namespaces and writes the id maps, then forks
-//! the sandbox's pid 1 (an init that reaps orphans), which assembles the root and forks
-//! the builder (pid 2). When the builder exits, pid 1 reports its status and exits,
-//! which kills everything left in the pid namespace. On a timeout, the parent kills
-//! pid 1 (and the helper): the whole pid namespace dies with it. pid 1 is not dumpable,
-//! so the builder cannot read the environment or memory it inherited from the caller.
-//! Failures inside the sandbox's setup come back through a pipe as "what + errno".
+//! `run` clones the sandbox's pid 1 (an init that reaps orphans) straight into the new
+//! namespaces, writes its id maps from outside and lets it go on; init assembles the root
+//! and starts the builder (pid 2) the way `posix_spawn` does, sharing its memory until
+//! `execve`. So the caller's page tables are copied once per build, for init (see
+//! `child.rs`). When the builder exits, pid 1 reports its status and exits, which kills
+//! everything left in the pid namespace. On a timeout, the parent kills pid 1: the whole
+//! pid namespace dies with it. pid 1 is not dumpable, so the builder cannot read the
+//! environment or memory it inherited from the caller. Failures inside the sandbox's
+//! setup come back through a pipe as "what + errno".
 //!
 //! # Setuid and setgid files
 //!
@@ -85,7 +96,7 @@
 //!
 //! # What the builder can still see
 //!
-//! `/proc/1/cmdline` (the sandbox's init is a fork of the caller) shows the caller's
+//! `/proc/1/cmdline` (the sandbox's init is a clone of the caller) shows the caller's
 //! command line; its environment and memory are protected (init is not dumpable). The
 //! kernel's own view (`uname`, `/proc/cpuinfo`, `/proc/meminfo`...) is the host's.
 //!
@@ -115,7 +126,7 @@ use nix::poll::{PollFd, PollFlags, PollTimeout};
 use nix::sched::CloneFlags;
 use nix::sys::signal::{kill, Signal};
 use nix::sys::wait::waitpid;
-use nix::unistd::{fork, getegid, geteuid, getpid, ForkResult, Pid};
+use nix::unistd::{getegid, geteuid, Pid};
 
 mod child;
 pub mod plan;
@@ -319,8 +330,16 @@ struct Staging {
 }
 
 impl Staging {
+    /// Creates the staging directory next to `next_to`. It is the output's directory in
+    /// the sandbox, so it gets the usual 0755 when its parent keeps other users out
+    /// anyway (ours, 0700: the realiser's build directories); else 0700.
     fn create(next_to: &Path) -> Result<Staging, SandboxError> {
         let parent = next_to.parent().unwrap_or(Path::new("/"));
+        let private_parent = std::fs::symlink_metadata(parent).is_ok_and(|m| {
+            use std::os::unix::fs::MetadataExt;
+            m.is_dir() && m.uid() == geteuid().as_raw() && m.mode() & 0o077 == 0
+        });
+        let mode = if private_parent { 0o755 } else { 0o700 };
         let name = next_to
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -337,7 +356,7 @@ impl Staging {
                 nanos,
                 attempt
             ));
-            match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            match std::fs::DirBuilder::new().mode(mode).create(&dir) {
                 Ok(()) => return Ok(Staging { dir }),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
                 Err(e) => {
@@ -369,6 +388,38 @@ fn setup_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> SandboxError 
 fn cstring(what: &str, bytes: &[u8]) -> Result<CString, SandboxError> {
     CString::new(bytes)
         .map_err(|_| SandboxError::InvalidSpec(format!("{what} contains a NUL byte")))
+}
+
+/// Writes init's id maps from outside, as `newuidmap` would: `setgroups` denied first
+/// (unless `keep_setgroups`: for host root, whose init then drops its supplementary
+/// groups itself), then inside uid 1000 ↦ `uid` and gid 100 ↦ `gid`, each in one write.
+fn write_id_maps(
+    pid: Pid,
+    keep_setgroups: bool,
+    uid: u32,
+    gid: u32,
+) -> Result<(), (String, io::Error)> {
+    let write = |name: &str, data: &[u8], missing_ok: bool| {
+        let path = format!("/proc/{pid}/{name}");
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .and_then(|mut f| f.write(data))
+        {
+            Ok(n) if n == data.len() => Ok(()),
+            Ok(_) => Err((
+                format!("writing {path}"),
+                io::Error::from_raw_os_error(libc::EIO),
+            )),
+            Err(e) if missing_ok && e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err((format!("writing {path}"), e)),
+        }
+    };
+    if !keep_setgroups {
+        write("setgroups", b"deny", true)?;
+    }
+    write("uid_map", format!("1000 {uid} 1\n").as_bytes(), false)?;
+    write("gid_map", format!("100 {gid} 1\n").as_bytes(), false)
 }
 
 /// Runs the builder in a fresh sandbox and waits for it. See the module documentation.
@@ -487,15 +538,16 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
     }
 
     // --- prepare everything the child needs -------------------------------------------
+    // One private directory: init mounts the new root's tmpfs on it, and binds the
+    // directory itself (reached through a descriptor opened now) at the output's parent.
     let staging = Staging::create(&outputs[0].0)?;
-    let root = staging.dir.join("root");
-    let out_dir = staging.dir.join("out");
-    for d in [&root, &out_dir] {
-        std::fs::DirBuilder::new()
-            .mode(0o755)
-            .create(d)
-            .map_err(setup_err(format!("creating {}", d.display())))?;
-    }
+    // Reserves a descriptor number for init's own descriptor of the staging directory.
+    let staging_fd: OwnedFd = std::fs::File::open("/dev/null")
+        .map_err(setup_err("opening /dev/null"))?
+        .into();
+    let root = staging.dir.clone();
+    let out_dir = staging.dir.clone();
+    let out_dir_source = PathBuf::from(format!("/proc/self/fd/{}", staging_fd.as_raw_fd()));
     let resolv_conf = if spec.network {
         std::fs::read("/etc/resolv.conf").ok()
     } else {
@@ -504,7 +556,7 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
     let actions = plan::build(&plan::PlanInput {
         root: &root,
         inputs,
-        output_parent_host: &out_dir,
+        output_parent_host: &out_dir_source,
         output_inside: &out_inside,
         build_dir: &build_dir,
         rootfs: rootfs.as_deref(),
@@ -544,30 +596,38 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
     if !spec.network {
         flags |= CloneFlags::CLONE_NEWNET;
     }
-    let last_cap: u32 = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(40);
-    let all_caps: Vec<caps::Capability> = caps::all()
-        .into_iter()
-        .filter(|c| u32::from(c.index()) <= last_cap)
-        .collect();
+    // Read once per process: the kernel's last capability and the seccomp filter.
+    static CAPS: std::sync::OnceLock<(u32, Vec<caps::Capability>)> = std::sync::OnceLock::new();
+    static SECCOMP: std::sync::OnceLock<Vec<seccomp::SockFilter>> = std::sync::OnceLock::new();
+    let (last_cap, all_caps) = CAPS
+        .get_or_init(|| {
+            let last_cap: u32 = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+                .unwrap_or(40);
+            let all_caps = caps::all()
+                .into_iter()
+                .filter(|c| u32::from(c.index()) <= last_cap)
+                .collect();
+            (last_cap, all_caps)
+        })
+        .clone();
 
     let (log_r, log_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
         .map_err(|e| SandboxError::Setup("creating a pipe".into(), e.into()))?;
     let (st_r, st_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
+        .map_err(|e| SandboxError::Setup("creating a pipe".into(), e.into()))?;
+    let (go_r, go_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
         .map_err(|e| SandboxError::Setup("creating a pipe".into(), e.into()))?;
     let devnull: OwnedFd = std::fs::File::open("/dev/null")
         .map_err(setup_err("opening /dev/null"))?
         .into();
 
     let euid = geteuid();
+    let clear_groups = euid.is_root();
     let prepared = child::Prepared {
         flags,
-        parent_pid: getpid(),
-        clear_groups: euid.is_root(),
-        uid_map: format!("1000 {euid} 1\n").into_bytes(),
-        gid_map: format!("100 {} 1\n", getegid()).into_bytes(),
+        clear_groups,
         root: cstring("root", root.as_os_str().as_bytes())?,
         actions,
         loopback_up: !spec.network,
@@ -578,24 +638,45 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
         envp: ptrs(&envp_c),
         _argv: argv_c,
         _envp: envp_c,
-        seccomp: seccomp::program(),
+        seccomp: SECCOMP.get_or_init(seccomp::program).clone(),
         log_write: log_w.as_raw_fd(),
         status_write: st_w.as_raw_fd(),
         devnull: devnull.as_raw_fd(),
+        go_read: go_r.as_raw_fd(),
+        staging_path: cstring("staging directory", staging.dir.as_os_str().as_bytes())?,
+        staging: staging_fd.as_raw_fd(),
     };
 
-    // --- fork ---------------------------------------------------------------------------
+    // --- clone ---------------------------------------------------------------------------
     let start = Instant::now();
-    // SAFETY: the child runs `child::helper`, which only makes raw syscalls on the data
-    // prepared above (see the notes in `child`) and never returns.
-    let helper = match unsafe { fork() } {
-        Err(e) => return Err(SandboxError::Setup("fork".into(), e.into())),
-        Ok(ForkResult::Child) => child::helper(&prepared),
-        Ok(ForkResult::Parent { child }) => child,
+    let init = match child::spawn_init(&prepared) {
+        Ok(pid) => pid,
+        Err(e) => {
+            let what = "clone(CLONE_NEWUSER|CLONE_NEWNS|CLONE_NEWPID|...)";
+            if let Some(refused) = userns::refusal(Step::Unshare, e, what, &HostFacts::read()) {
+                return Err(refused);
+            }
+            return Err(SandboxError::Setup(what.into(), e.into()));
+        }
     };
     drop(log_w);
     drop(st_w);
+    drop(go_r);
     drop(devnull);
+    drop(staging_fd);
+    // init waits for its id maps: inside uid 1000 / gid 100 are the caller's.
+    if let Err((what, e)) = write_id_maps(init, clear_groups, euid.as_raw(), getegid().as_raw()) {
+        let _ = kill(init, Signal::SIGKILL);
+        while let Err(Errno::EINTR) = waitpid(init, None) {}
+        let errno = Errno::from_raw(e.raw_os_error().unwrap_or(0));
+        if let Some(refused) = userns::refusal(Step::IdMaps, errno, &what, &HostFacts::read()) {
+            return Err(refused);
+        }
+        return Err(SandboxError::Setup(what, e));
+    }
+    // Go ahead. (If this fails, init has died: the status pipe tells the rest.)
+    let _ = nix::unistd::write(&go_w, b"g");
+    drop(go_w);
 
     // --- supervise ----------------------------------------------------------------------
     let mut status_data = Vec::new();
@@ -604,13 +685,10 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
     let mut last_output = Instant::now();
     let mut log_open = true;
     let mut st_open = true;
-    let mut init_pid: Option<Pid> = None;
-    let mut buf = vec![0u8; 64 * 1024];
-    let kill_all = |init: Option<Pid>| {
-        if let Some(p) = init {
-            let _ = kill(p, Signal::SIGKILL);
-        }
-        let _ = kill(helper, Signal::SIGKILL);
+    let mut buf = [0u8; 16 * 1024];
+    // pid 1 dies, and with it the whole pid namespace; the pipes then close.
+    let kill_all = || {
+        let _ = kill(init, Signal::SIGKILL);
     };
     while log_open || st_open {
         let mut wait: Option<Duration> = None;
@@ -631,8 +709,7 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
                 }
             }
             if killed.is_some() {
-                // pid 1 dies, and with it the whole pid namespace; the pipes then close.
-                kill_all(init_pid);
+                kill_all();
                 continue;
             }
         }
@@ -653,8 +730,8 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
                 Ok(0) | Err(Errno::EINTR) => continue,
                 Ok(_) => {}
                 Err(e) => {
-                    kill_all(init_pid);
-                    let _ = waitpid(helper, None);
+                    kill_all();
+                    let _ = waitpid(init, None);
                     return Err(SandboxError::Setup("poll".into(), e.into()));
                 }
             }
@@ -676,7 +753,7 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
                         if let Err(e) = spec.log.write_all(&buf[..n]) {
                             log_error = Some(e);
                             if killed.is_none() {
-                                kill_all(init_pid);
+                                kill_all();
                                 killed = Some(SandboxError::Died("log".into()));
                             }
                         }
@@ -689,22 +766,14 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
         if st_ready {
             match nix::unistd::read(&st_r, &mut buf) {
                 Ok(0) => st_open = false,
-                Ok(n) => {
-                    status_data.extend_from_slice(&buf[..n]);
-                    if init_pid.is_none() {
-                        init_pid = protocol::parse(&status_data)
-                            .iter()
-                            .find(|r| r.tag == protocol::TAG_PID)
-                            .map(|r| Pid::from_raw(r.value));
-                    }
-                }
+                Ok(n) => status_data.extend_from_slice(&buf[..n]),
                 Err(Errno::EINTR) | Err(Errno::EAGAIN) => {}
                 Err(_) => st_open = false,
             }
         }
     }
     let duration = start.elapsed();
-    while let Err(Errno::EINTR) = waitpid(helper, None) {}
+    while let Err(Errno::EINTR) = waitpid(init, None) {}
     let _ = spec.log.flush();
 
     // --- results ------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 //! by the parent *before* forking so that the child only walks a ready list of
 //! C strings and issues syscalls (no allocation, no directory reading after `fork`).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
@@ -40,6 +40,12 @@ pub(super) enum Action {
     Mkdir { path: CString, mode: u32 },
     /// Creates an empty file to bind a file onto (an existing one is fine).
     Touch { path: CString },
+    /// A mount point for a file as a hard link to `target` (an empty file made by a
+    /// `Touch`): no new inode, which on some filesystems (ext4 without a journal) costs
+    /// more than the mount. Falls back to a `Touch` of `path` if linking fails.
+    Link { target: CString, path: CString },
+    /// `unlink`s a file (a missing one is fine).
+    Unlink { path: CString },
     /// `symlink(target, path)`.
     Symlink { target: CString, path: CString },
     /// Writes a generated file (mode 0644).
@@ -60,6 +66,19 @@ pub(super) enum Action {
         target: CString,
         flags: MsFlags,
     },
+    /// A bind mount of `source`, which lies in a mount that already has the wanted flags
+    /// (it keeps them: one mount instead of a bind, a remount and a statfs); if that
+    /// fails, a [`Action::Bind`] of `fallback` with `flags`.
+    BindFrom {
+        source: CString,
+        target: CString,
+        fallback: CString,
+        flags: MsFlags,
+    },
+    /// Detaches the mount at `path`.
+    Umount { path: CString },
+    /// Removes the empty directory `path`.
+    Rmdir { path: CString },
 }
 
 /// An action and what to call it in an error message ("mounting /proc").
@@ -77,13 +96,28 @@ pub(super) enum InputKind {
     Symlink(PathBuf),
 }
 
+/// Name of the empty file that file inputs' mount points in the output's directory are
+/// hard links to; removed before the builder starts.
+pub const MOUNT_POINT_FILE: &str = ".rocmx-mount-point";
+
+/// Where, in the new root, a directory holding many inputs (the store directory) is bound
+/// read-only while the inputs are bound from it: `/.rocmx-inputs-<n>`; detached and
+/// removed before the builder starts.
+const INPUTS_DIR: &str = ".rocmx-inputs-";
+
+/// How many inputs in one host directory make binding them from a read-only bind of that
+/// directory pay (it costs a mkdir, bind, statfs, remount, umount and rmdir; each input
+/// then saves a statfs and a remount).
+const GROUP_MIN: usize = 4;
+
 /// The parent's inputs to [`build`].
 pub(super) struct PlanInput<'a> {
     /// Host directory the new root's tmpfs is mounted on.
     pub root: &'a Path,
     /// `(host path, inside path, kind)`, validated.
     pub inputs: Vec<(PathBuf, PathBuf, InputKind)>,
-    /// Host directory bound read-write at the parent of the output's inside path.
+    /// Host directory bound read-write at the parent of the output's inside path (it may
+    /// be hidden under `root` by then: `/proc/self/fd/N` then names it).
     pub output_parent_host: &'a Path,
     /// Inside path of the output.
     pub output_inside: &'a Path,
@@ -188,12 +222,45 @@ impl Planner<'_> {
         }
     }
 
-    /// Binds `source` at `inside` (creating the mount point for a directory or a file).
-    fn bind(&mut self, source: &Path, inside: &Path, is_dir: bool, flags: MsFlags, desc: &str) {
+    /// Binds `source` at `inside` (creating the mount point for a directory or a file;
+    /// for a file, as a hard link to `link_to` if given).
+    fn bind(
+        &mut self,
+        source: &Path,
+        inside: &Path,
+        is_dir: bool,
+        flags: MsFlags,
+        desc: &str,
+        link_to: Option<&CString>,
+    ) {
+        self.bind_via(source, None, inside, is_dir, flags, desc, link_to)
+    }
+
+    /// Like [`Planner::bind`], from `via` (a host path in a mount that has `flags`
+    /// already) if given.
+    #[allow(clippy::too_many_arguments)]
+    fn bind_via(
+        &mut self,
+        source: &Path,
+        via: Option<&Path>,
+        inside: &Path,
+        is_dir: bool,
+        flags: MsFlags,
+        desc: &str,
+        link_to: Option<&CString>,
+    ) {
         self.mkdir_parent(inside);
         let target = cstr(&host(self.root, inside));
         if is_dir {
             self.mkdir_p(inside, 0o755);
+        } else if let Some(t) = link_to {
+            self.push(
+                Action::Link {
+                    target: t.clone(),
+                    path: target.clone(),
+                },
+                what("creating mount point", inside, ""),
+            );
         } else {
             self.push(
                 Action::Touch {
@@ -202,14 +269,20 @@ impl Planner<'_> {
                 what("creating mount point", inside, ""),
             );
         }
-        self.push(
-            Action::Bind {
+        let action = match via {
+            Some(v) => Action::BindFrom {
+                source: cstr(v),
+                target,
+                fallback: cstr(source),
+                flags,
+            },
+            None => Action::Bind {
                 source: cstr(source),
                 target,
                 flags,
             },
-            what("binding", inside, desc),
-        );
+        };
+        self.push(action, what("binding", inside, desc));
     }
 
     fn symlink(&mut self, target: &[u8], inside: &Path) {
@@ -265,6 +338,7 @@ impl Planner<'_> {
                 ft.is_dir(),
                 ro_flags(),
                 " from the rootfs read-only",
+                None,
             );
         }
         // Sockets, fifos and device nodes of a rootfs are not carried over.
@@ -323,6 +397,7 @@ pub(super) fn build(pi: &PlanInput<'_>) -> Result<Vec<PlannedAction>, SandboxErr
 
     // The rootfs: every top-level entry but those the sandbox provides, and every entry
     // of its /etc but the generated files.
+    let mut rootfs_names: BTreeSet<String> = BTreeSet::new();
     if let Some(rootfs) = pi.rootfs {
         let mut reserved: BTreeSet<String> = FIXED_TOP.iter().map(|s| s.to_string()).collect();
         reserved.insert(first_component(pi.output_inside));
@@ -330,6 +405,7 @@ pub(super) fn build(pi: &PlanInput<'_>) -> Result<Vec<PlannedAction>, SandboxErr
             reserved.insert(first_component(inside));
         }
         for (name, source) in sorted_entries(rootfs)? {
+            rootfs_names.insert(name.clone());
             if reserved.contains(&name) {
                 continue;
             }
@@ -369,6 +445,7 @@ pub(super) fn build(pi: &PlanInput<'_>) -> Result<Vec<PlannedAction>, SandboxErr
             false,
             MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
             " from the host",
+            None,
         );
     }
     p.mount(
@@ -405,6 +482,7 @@ pub(super) fn build(pi: &PlanInput<'_>) -> Result<Vec<PlannedAction>, SandboxErr
         true,
         rw_flags(),
         " (the build directory)",
+        None,
     );
 
     // The output's directory and the inputs, parents before children.
@@ -421,13 +499,122 @@ pub(super) fn build(pi: &PlanInput<'_>) -> Result<Vec<PlannedAction>, SandboxErr
         let db = b.1.components().count();
         da.cmp(&db).then_with(|| a.1.cmp(&b.1))
     });
+    // File inputs directly in the output's directory (store paths, typically) get hard
+    // links to one empty file as mount points: that directory is on the host's disk.
+    let linked = pi
+        .inputs
+        .iter()
+        .filter(|(_, i, k)| matches!(k, InputKind::File) && i.parent() == Some(output_parent))
+        .count();
+    let clash = pi
+        .inputs
+        .iter()
+        .map(|(_, i, _)| i.as_path())
+        .chain([pi.output_inside])
+        .any(|i| i == output_parent.join(MOUNT_POINT_FILE));
+    let mount_point_file = (linked >= 2 && !clash)
+        .then(|| cstr(&host(pi.root, &output_parent.join(MOUNT_POINT_FILE))));
+    // Host directories holding many inputs: bound read-only once, the inputs from there.
+    let mut by_dir: BTreeMap<&Path, usize> = BTreeMap::new();
+    for (src, _, kind) in &pi.inputs {
+        if let (Some(dir), InputKind::Dir | InputKind::File) = (src.parent(), kind) {
+            *by_dir.entry(dir).or_default() += 1;
+        }
+    }
+    let groups: Vec<&Path> = by_dir
+        .into_iter()
+        .filter(|(_, n)| *n >= GROUP_MIN)
+        .map(|(d, _)| d)
+        .collect();
+    let taken = |name: &str| {
+        pi.inputs
+            .iter()
+            .map(|(_, i, _)| i.as_path())
+            .chain([pi.output_inside])
+            .any(|i| first_component(i) == name)
+            || rootfs_names.contains(name)
+    };
+    let mut hidden: Vec<(PathBuf, PathBuf)> = Vec::new(); // (host dir, inside mount point)
+    for dir in groups {
+        let name = format!("{INPUTS_DIR}{}", hidden.len());
+        if taken(&name) {
+            continue;
+        }
+        let inside = Path::new("/").join(&name);
+        p.bind(dir, &inside, true, ro_flags(), " (inputs, read-only)", None);
+        hidden.push((dir.to_path_buf(), inside));
+    }
     for (src, inside, kind) in targets {
+        let link_to = mount_point_file
+            .as_ref()
+            .filter(|_| inside.parent() == Some(output_parent));
+        let via = match (&kind, src.parent(), src.file_name()) {
+            (Some(InputKind::Dir | InputKind::File), Some(dir), Some(name)) => hidden
+                .iter()
+                .find(|(d, _)| d == dir)
+                .map(|(_, i)| host(pi.root, &i.join(name))),
+            _ => None,
+        };
+        let via = via.as_deref();
         match kind {
-            None => p.bind(&src, &inside, true, rw_flags(), " (the output's directory)"),
-            Some(InputKind::Dir) => p.bind(&src, &inside, true, ro_flags(), " (input) read-only"),
-            Some(InputKind::File) => p.bind(&src, &inside, false, ro_flags(), " (input) read-only"),
+            None => {
+                p.bind(
+                    &src,
+                    &inside,
+                    true,
+                    rw_flags(),
+                    " (the output's directory)",
+                    None,
+                );
+                if let Some(path) = &mount_point_file {
+                    p.push(
+                        Action::Touch { path: path.clone() },
+                        what(
+                            "creating",
+                            &output_parent.join(MOUNT_POINT_FILE),
+                            " (for mount points)",
+                        ),
+                    );
+                }
+            }
+            Some(InputKind::Dir) => p.bind_via(
+                &src,
+                via,
+                &inside,
+                true,
+                ro_flags(),
+                " (input) read-only",
+                None,
+            ),
+            Some(InputKind::File) => p.bind_via(
+                &src,
+                via,
+                &inside,
+                false,
+                ro_flags(),
+                " (input) read-only",
+                link_to,
+            ),
             Some(InputKind::Symlink(target)) => p.symlink(target.as_os_str().as_bytes(), &inside),
         }
+    }
+    for (_, inside) in hidden {
+        let path = cstr(&host(pi.root, &inside));
+        p.push(
+            Action::Umount { path: path.clone() },
+            what("detaching", &inside, ""),
+        );
+        p.push(Action::Rmdir { path }, what("removing", &inside, ""));
+    }
+    if let Some(path) = mount_point_file {
+        p.push(
+            Action::Unlink { path },
+            what(
+                "removing",
+                &output_parent.join(MOUNT_POINT_FILE),
+                " (for mount points)",
+            ),
+        );
     }
     Ok(p.actions)
 }
@@ -553,6 +740,185 @@ mod tests {
             }
             other => panic!("unexpected {other:?}"),
         }
+    }
+
+    #[test]
+    fn file_inputs_in_the_output_directory_get_linked_mount_points() {
+        let file = |h: &str, i: &str| (PathBuf::from(h), PathBuf::from(i), InputKind::File);
+        let pi = PlanInput {
+            root: Path::new("/s"),
+            inputs: vec![
+                file("/h/a", "/rocmx/store/aaa-a"),
+                file("/g/b", "/rocmx/store/bbb-b"),
+                file("/h/c", "/elsewhere/ccc-c"),
+                (
+                    PathBuf::from("/h/d"),
+                    PathBuf::from("/rocmx/store/ddd-d"),
+                    InputKind::Dir,
+                ),
+            ],
+            output_parent_host: Path::new("/proc/self/fd/7"),
+            output_inside: Path::new("/rocmx/store/zzz-out"),
+            build_dir: Path::new("/b"),
+            rootfs: None,
+            resolv_conf: None,
+        };
+        let plan = build(&pi).unwrap();
+        let tail: Vec<String> = describe(&plan)
+            .into_iter()
+            .skip_while(|s| s != "creating /elsewhere")
+            .collect();
+        assert_eq!(
+            tail,
+            [
+                "creating /elsewhere",
+                "creating mount point /elsewhere/ccc-c",
+                "binding /elsewhere/ccc-c (input) read-only",
+                "creating /rocmx",
+                "creating /rocmx/store",
+                "binding /rocmx/store (the output's directory)",
+                "creating /rocmx/store/.rocmx-mount-point (for mount points)",
+                "creating mount point /rocmx/store/aaa-a",
+                "binding /rocmx/store/aaa-a (input) read-only",
+                "creating mount point /rocmx/store/bbb-b",
+                "binding /rocmx/store/bbb-b (input) read-only",
+                "creating /rocmx/store/ddd-d",
+                "binding /rocmx/store/ddd-d (input) read-only",
+                "removing /rocmx/store/.rocmx-mount-point (for mount points)",
+            ]
+        );
+        let kinds: Vec<&Action> = plan.iter().map(|a| &a.action).collect();
+        let links: Vec<(String, String)> = kinds
+            .iter()
+            .filter_map(|a| match a {
+                Action::Link { target, path } => Some((
+                    target.to_str().unwrap().to_string(),
+                    path.to_str().unwrap().to_string(),
+                )),
+                _ => None,
+            })
+            .collect();
+        let t = "/s/rocmx/store/.rocmx-mount-point".to_string();
+        assert_eq!(
+            links,
+            [
+                (t.clone(), "/s/rocmx/store/aaa-a".to_string()),
+                (t.clone(), "/s/rocmx/store/bbb-b".to_string()),
+            ]
+        );
+        assert!(kinds.iter().any(
+            |a| matches!(a, Action::Touch { path } if path.to_str() == Ok("/s/elsewhere/ccc-c"))
+        ));
+        assert!(kinds.iter().any(
+            |a| matches!(a, Action::Bind { source, .. } if source.to_str() == Ok("/proc/self/fd/7"))
+        ));
+        assert!(!kinds.iter().any(|a| matches!(a, Action::BindFrom { .. })));
+    }
+
+    #[test]
+    fn many_inputs_of_one_directory_are_bound_from_a_read_only_bind_of_it() {
+        let mut inputs: Vec<(PathBuf, PathBuf, InputKind)> = ["aaa-a", "bbb-b", "ccc-c"]
+            .iter()
+            .map(|n| {
+                (
+                    PathBuf::from("/st").join(n),
+                    PathBuf::from("/rocmx/store").join(n),
+                    InputKind::File,
+                )
+            })
+            .collect();
+        inputs.push((
+            PathBuf::from("/st/ddd-d"),
+            PathBuf::from("/rocmx/store/ddd-d"),
+            InputKind::Dir,
+        ));
+        inputs.push((
+            PathBuf::from("/st/eee-e"),
+            PathBuf::from("/rocmx/store/eee-e"),
+            InputKind::Symlink(PathBuf::from("ddd-d")),
+        ));
+        inputs.push((
+            PathBuf::from("/other/fff-f"),
+            PathBuf::from("/rocmx/store/fff-f"),
+            InputKind::Dir,
+        ));
+        let pi = PlanInput {
+            root: Path::new("/s"),
+            inputs,
+            output_parent_host: Path::new("/proc/self/fd/7"),
+            output_inside: Path::new("/rocmx/store/zzz-out"),
+            build_dir: Path::new("/b"),
+            rootfs: None,
+            resolv_conf: None,
+        };
+        let plan = build(&pi).unwrap();
+        let tail: Vec<String> = describe(&plan)
+            .into_iter()
+            .skip_while(|s| s != "creating /.rocmx-inputs-0")
+            .collect();
+        assert_eq!(
+            tail,
+            [
+                "creating /.rocmx-inputs-0",
+                "binding /.rocmx-inputs-0 (inputs, read-only)",
+                "creating /rocmx",
+                "creating /rocmx/store",
+                "binding /rocmx/store (the output's directory)",
+                "creating /rocmx/store/.rocmx-mount-point (for mount points)",
+                "creating mount point /rocmx/store/aaa-a",
+                "binding /rocmx/store/aaa-a (input) read-only",
+                "creating mount point /rocmx/store/bbb-b",
+                "binding /rocmx/store/bbb-b (input) read-only",
+                "creating mount point /rocmx/store/ccc-c",
+                "binding /rocmx/store/ccc-c (input) read-only",
+                "creating /rocmx/store/ddd-d",
+                "binding /rocmx/store/ddd-d (input) read-only",
+                "creating symlink /rocmx/store/eee-e",
+                "creating /rocmx/store/fff-f",
+                "binding /rocmx/store/fff-f (input) read-only",
+                "detaching /.rocmx-inputs-0",
+                "removing /.rocmx-inputs-0",
+                "removing /rocmx/store/.rocmx-mount-point (for mount points)",
+            ]
+        );
+        let binds: Vec<String> = plan
+            .iter()
+            .filter_map(|a| match &a.action {
+                Action::Bind { source, target, .. } => Some(format!(
+                    "bind {} {}",
+                    source.to_str().unwrap(),
+                    target.to_str().unwrap()
+                )),
+                Action::BindFrom {
+                    source,
+                    target,
+                    fallback,
+                    flags,
+                } => {
+                    assert_eq!(*flags, ro_flags());
+                    Some(format!(
+                        "from {} {} {}",
+                        source.to_str().unwrap(),
+                        target.to_str().unwrap(),
+                        fallback.to_str().unwrap()
+                    ))
+                }
+                _ => None,
+            })
+            .filter(|b| b.contains("/s/r") || b.contains("/s/."))
+            .filter(|b| !b.contains("/proc/self/fd"))
+            .collect();
+        assert_eq!(
+            binds,
+            [
+                "bind /st /s/.rocmx-inputs-0",
+                "from /s/.rocmx-inputs-0/aaa-a /s/rocmx/store/aaa-a /st/aaa-a",
+                "from /s/.rocmx-inputs-0/bbb-b /s/rocmx/store/bbb-b /st/bbb-b",
+                "from /s/.rocmx-inputs-0/ccc-c /s/rocmx/store/ccc-c /st/ccc-c",
+                "from /s/.rocmx-inputs-0/ddd-d /s/rocmx/store/ddd-d /st/ddd-d",
+                "bind /other/fff-f /s/rocmx/store/fff-f",
+            ]
+        );
     }
 
     #[test]

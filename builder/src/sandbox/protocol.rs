@@ -5,8 +5,6 @@
 //! `[tag u8][step u8][value i32 LE][len u16 LE][len bytes of message]`.
 //! Building one needs no allocation: the child side formats into a stack buffer.
 
-/// The host pid of the sandbox's pid 1 (sent by the intermediate process).
-pub(super) const TAG_PID: u8 = b'P';
 /// A setup step failed; `value` is the errno, the message says what was being done.
 pub(super) const TAG_ERROR: u8 = b'E';
 /// The builder exited; `value` is its exit code.
@@ -19,9 +17,9 @@ pub(super) const TAG_SIGNAL: u8 = b'S';
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub(crate) enum Step {
-    /// `unshare(CLONE_NEWUSER | ...)`.
+    /// Entering the new namespaces: `clone(CLONE_NEWUSER | ...)` (or `unshare`).
     Unshare = 1,
-    /// Writing `/proc/self/{setgroups,uid_map,gid_map}`.
+    /// Writing `/proc/<pid>/{setgroups,uid_map,gid_map}`.
     IdMaps = 2,
     /// The first mount in the new mount namespace (making `/` private).
     MountPrivate = 3,
@@ -135,7 +133,7 @@ mod tests {
         let mut b = RecordBuf::new(TAG_EXIT, 0, 3);
         let mut data = a.bytes().to_vec();
         data.extend_from_slice(b.bytes());
-        data.extend_from_slice(&[TAG_PID, 0, 1]); // truncated tail
+        data.extend_from_slice(&[TAG_EXIT, 0, 1]); // truncated tail
         let recs = parse(&data);
         assert_eq!(
             recs,

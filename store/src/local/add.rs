@@ -3,21 +3,22 @@
 //! Owns: the install protocol every addition follows — hash first; if the path is valid,
 //! take a temporary root and return at once; otherwise take the GC lock (shared) and the
 //! path's lock, re-check, replace any unregistered leftover at the final name, build the
-//! content in a scratch directory inside the store, make it durable, rename it into place,
-//! sync the store directory, and register it (with its references) in one transaction.
+//! content in a scratch directory inside the store (a text: a scratch file; a build
+//! result: where the builder left it, when that is on the store's filesystem), make it
+//! durable, rename it into place, sync the store directory, and register it (with its
+//! references) in one transaction.
 //!
 //! Must not: register anything whose content is not durable in place, register a path
 //! whose references are not valid, or leave a scratch directory behind on error.
 
 use std::collections::BTreeSet;
-use std::fs::{self, OpenOptions};
-use std::io::{self, Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::fs;
+use std::io::{self, Read};
 use std::path::Path;
 
 use super::db::{self, NewPath};
 use super::error::StoreError;
-use super::fsutil::{self, TempDir};
+use super::fsutil::{self, TempDir, TempFile};
 use super::{ingest, lock, LocalStore};
 use crate::derivation::{Derivation, DerivationOutput};
 use crate::hash::{Encoding, Hash, HashAlgo, Hasher, HashingWriter};
@@ -67,6 +68,111 @@ struct Install<'a> {
     drv_outputs: Vec<(String, StorePath)>,
 }
 
+/// A text to add: its path and what registering it records.
+struct NewText<'a> {
+    path: StorePath,
+    nar_hash: Hash,
+    nar_size: u64,
+    refs: &'a BTreeSet<StorePath>,
+    ca: String,
+    /// A `.drv`'s fixed outputs.
+    drv_outputs: Vec<(String, StorePath)>,
+}
+
+impl<'a> NewText<'a> {
+    fn new(name: &str, text: &[u8], refs: &'a BTreeSet<StorePath>) -> Result<Self, StoreError> {
+        let ca = ContentAddress::text(text, refs.clone());
+        let path = StorePath::from_ca(name, &ca)?;
+        let mut sink = HashingWriter::new(io::sink(), HashAlgo::Blake3);
+        nar::dump_regular(text, false, &mut sink)?;
+        let (_, nar_hash, nar_size) = sink.finish();
+        let mut drv_outputs = Vec::new();
+        if path.is_derivation() {
+            if let Ok(drv) = std::str::from_utf8(text)
+                .map_err(|_| ())
+                .and_then(|t| Derivation::parse(t).map_err(|_| ()))
+            {
+                for (out, o) in &drv.outputs {
+                    if let DerivationOutput::Fixed { path, .. } = o {
+                        drv_outputs.push((out.clone(), path.clone()));
+                    }
+                }
+            }
+        }
+        Ok(NewText {
+            path,
+            nar_hash,
+            nar_size,
+            refs,
+            ca: ca_string(&ca),
+            drv_outputs,
+        })
+    }
+
+    fn install(&self) -> Install<'_> {
+        Install {
+            path: &self.path,
+            nar_hash: self.nar_hash,
+            nar_size: self.nar_size,
+            refs: self.refs,
+            deriver: None,
+            ca: Some(self.ca.clone()),
+            drv_outputs: self.drv_outputs.clone(),
+        }
+    }
+
+    fn new_path(&self) -> NewPath<'_> {
+        NewPath {
+            path: &self.path,
+            nar_hash: &self.nar_hash,
+            nar_size: self.nar_size,
+            deriver: None,
+            ca: Some(&self.ca),
+            refs: self.refs,
+        }
+    }
+}
+
+/// Makes normalised content at the path it is given.
+type Produce<'a> = Box<dyn FnOnce(&Path) -> Result<(), StoreError> + 'a>;
+
+/// Where the content of an [`Install`] comes from.
+enum Content<'a> {
+    /// A regular, non-executable file with these bytes (a text).
+    Text(&'a [u8]),
+    /// Made by the closure, normalised, at the path it is given (inside a scratch
+    /// directory of the store).
+    Produce(Produce<'a>),
+    /// Already made and normalised, here: renamed into place (copied if it is on another
+    /// filesystem), or left alone if the path is valid already.
+    Premade(&'a Path),
+}
+
+/// Renames the durable, normalised content `c` to `real` and makes what the rename
+/// changed durable too (a directory's own mode, times and `..`). The caller syncs the
+/// store directory.
+fn place(c: &Path, real: &Path) -> Result<(), StoreError> {
+    let is_dir = fs::symlink_metadata(c)
+        .map_err(StoreError::io("reading", c))?
+        .is_dir();
+    if is_dir {
+        // Moving a directory to another parent needs write access to it (for `..`).
+        fsutil::chmod(c, 0o755)?;
+    }
+    if let Err(e) = fs::rename(c, real) {
+        if is_dir {
+            let _ = fsutil::chmod(c, fsutil::EXEC_MODE);
+        }
+        return Err(StoreError::io("renaming into place", real)(e));
+    }
+    if is_dir {
+        fsutil::chmod(real, fsutil::EXEC_MODE)?;
+        fsutil::set_canonical_times(real)?;
+        fsutil::fsync_dir(real)?;
+    }
+    Ok(())
+}
+
 impl LocalStore {
     /// Whether `p` is valid; if so, also protects it with a temporary root. The caller
     /// holds the GC lock.
@@ -90,51 +196,58 @@ impl LocalStore {
         Ok(())
     }
 
-    /// Installs content at `inst.path` unless it is valid. `produce` creates the
-    /// normalised content at the path it is given (inside a scratch directory) unless
-    /// the content was made beforehand and `premade` holds it. The caller holds the GC
-    /// lock (shared).
-    fn install(
-        &self,
-        inst: Install<'_>,
-        premade: Option<&Path>,
-        produce: impl FnOnce(&Path) -> Result<(), StoreError>,
-    ) -> Result<(), StoreError> {
+    /// Installs content at `inst.path` unless it is valid (see [`Content`] for where the
+    /// content comes from). The caller holds the GC lock (shared). Gives whether this call
+    /// installed it (`false`: it was valid already, and premade content was left alone).
+    fn install(&self, inst: Install<'_>, content: Content<'_>) -> Result<bool, StoreError> {
         let p = inst.path;
         if self.valid_and_rooted(p)? {
-            return Ok(());
+            return Ok(false);
         }
         self.check_refs(p, inst.refs)?;
         let _path_lock = lock::path_lock(&self.state_dir.join("locks"), p)?;
         if self.valid_and_rooted(p)? {
-            return Ok(());
+            return Ok(false);
         }
         let real = self.real_path(p);
         // Not valid, and we hold its lock: whatever is there is a crash leftover.
         fsutil::remove_tree(&real)?;
-        let tmp;
-        let content = match premade {
-            Some(c) => c.to_path_buf(),
-            None => {
-                tmp = TempDir::new(&self.store_dir)?;
+        match content {
+            Content::Text(text) => {
+                // One scratch file, written, made durable and renamed: no directory.
+                let tmp = TempFile::new(&self.store_dir)?;
+                tmp.write_text(text)?;
+                tmp.sync()?;
+                fs::rename(tmp.path(), &real)
+                    .map_err(StoreError::io("renaming into place", &real))?;
+            }
+            Content::Produce(produce) => {
+                let tmp = TempDir::new(&self.store_dir)?;
                 let c = tmp.path().join("content");
                 produce(&c)?;
-                c
+                fsutil::sync_tree(&c)?;
+                place(&c, &real)?;
             }
-        };
-        fsutil::sync_tree(&content)?;
-        let is_dir = fs::symlink_metadata(&content)
-            .map_err(StoreError::io("reading", &content))?
-            .is_dir();
-        if is_dir {
-            // Moving a directory to another parent needs write access to it (for `..`).
-            fsutil::chmod(&content, 0o755)?;
-        }
-        fs::rename(&content, &real).map_err(StoreError::io("renaming into place", &real))?;
-        if is_dir {
-            fsutil::chmod(&real, fsutil::EXEC_MODE)?;
-            fsutil::set_canonical_times(&real)?;
-            fsutil::fsync_dir(&real)?;
+            Content::Premade(c) => {
+                fsutil::sync_tree(c)?;
+                match place(c, &real) {
+                    Err(StoreError::Io { source, .. })
+                        if source.raw_os_error()
+                            == Some(rustix::io::Errno::XDEV.raw_os_error()) =>
+                    {
+                        // Another filesystem: copy it into a scratch directory of the
+                        // store, then the usual way.
+                        let tmp = TempDir::new(&self.store_dir)?;
+                        let copy = tmp.path().join("content");
+                        let scanned = ingest::scan(c)?;
+                        ingest::materialise(c, &scanned, &copy)?;
+                        fsutil::sync_tree(&copy)?;
+                        place(&copy, &real)?;
+                        fsutil::remove_tree(c)?;
+                    }
+                    other => other?,
+                }
+            }
         }
         fsutil::fsync_dir(&self.store_dir)?;
         let registered = self.with_tx(|c, d| {
@@ -159,7 +272,8 @@ impl LocalStore {
             let _ = fsutil::remove_tree(&real);
             return Err(e);
         }
-        self.temp_roots.add(p)
+        self.temp_roots.add(p)?;
+        Ok(true)
     }
 
     /// Copies the file or tree `src` into the store as `name` (kind `source`, no
@@ -185,7 +299,12 @@ impl LocalStore {
             ca: Some(ca_string(&ca)),
             drv_outputs: Vec::new(),
         };
-        self.install(inst, None, |dest| ingest::materialise(src, &scanned, dest))?;
+        self.install(
+            inst,
+            Content::Produce(Box::new(|dest: &Path| {
+                ingest::materialise(src, &scanned, dest)
+            })),
+        )?;
         Ok(path)
     }
 
@@ -197,46 +316,103 @@ impl LocalStore {
         text: &[u8],
         refs: &BTreeSet<StorePath>,
     ) -> Result<StorePath, StoreError> {
-        let ca = ContentAddress::text(text, refs.clone());
-        let path = StorePath::from_ca(name, &ca)?;
-        let mut sink = HashingWriter::new(io::sink(), HashAlgo::Blake3);
-        nar::dump_regular(text, false, &mut sink)?;
-        let (_, nar_hash, nar_size) = sink.finish();
-        let mut drv_outputs = Vec::new();
-        if path.is_derivation() {
-            if let Ok(drv) = std::str::from_utf8(text)
-                .map_err(|_| ())
-                .and_then(|t| Derivation::parse(t).map_err(|_| ()))
-            {
-                for (out, o) in &drv.outputs {
-                    if let DerivationOutput::Fixed { path, .. } = o {
-                        drv_outputs.push((out.clone(), path.clone()));
+        let t = NewText::new(name, text, refs)?;
+        let _gc = lock::gc_lock(&self.state_dir, false)?;
+        self.install(t.install(), Content::Text(text))?;
+        Ok(t.path)
+    }
+
+    /// Stores several texts, each as [`LocalStore::add_text`] would, and gives their paths
+    /// in order. A text may refer to the texts before it in `items` (evaluation makes
+    /// `.drv` files in that order); every other reference must be valid. The new ones are
+    /// made durable together — one `syncfs` instead of an `fsync` each when there are
+    /// many, and one sync of the store directory — and registered in one transaction, so
+    /// writing the derivations of an evaluation costs about as much as writing one.
+    pub fn add_texts(
+        &self,
+        items: &[(&str, &[u8], &BTreeSet<StorePath>)],
+    ) -> Result<Vec<StorePath>, StoreError> {
+        let texts = items
+            .iter()
+            .map(|(name, text, refs)| NewText::new(name, text, refs))
+            .collect::<Result<Vec<_>, _>>()?;
+        let paths: Vec<StorePath> = texts.iter().map(|t| t.path.clone()).collect();
+        let _gc = lock::gc_lock(&self.state_dir, false)?;
+        // What is not valid yet (each path once); references resolve to valid paths or to
+        // earlier texts of the batch.
+        let todo = |store: &LocalStore| -> Result<Vec<usize>, StoreError> {
+            let mut out: Vec<usize> = Vec::new();
+            let mut seen: BTreeSet<&StorePath> = BTreeSet::new();
+            for (i, t) in texts.iter().enumerate() {
+                if !seen.insert(&t.path) || store.valid_and_rooted(&t.path)? {
+                    continue;
+                }
+                for r in t.refs.iter().filter(|r| **r != t.path) {
+                    let earlier = out.iter().any(|&j| texts[j].path == *r);
+                    if !earlier && !store.is_valid(r)? {
+                        return Err(StoreError::InvalidReference {
+                            path: t.path.clone(),
+                            reference: r.clone(),
+                        });
                     }
                 }
+                out.push(i);
+            }
+            Ok(out)
+        };
+        if todo(self)?.is_empty() {
+            return Ok(paths);
+        }
+        let locks = self.state_dir.join("locks");
+        let all: Vec<&StorePath> = texts.iter().map(|t| &t.path).collect();
+        let _path_locks = lock::path_locks(&locks, &all)?;
+        let todo = todo(self)?;
+        // Written, made durable, renamed into place; the store directory synced once.
+        let mut scratch = Vec::with_capacity(todo.len());
+        for &i in &todo {
+            fsutil::remove_tree(&self.real_path(&texts[i].path))?;
+            let tmp = TempFile::new(&self.store_dir)?;
+            tmp.write_text(items[i].1)?;
+            scratch.push(tmp);
+        }
+        if scratch.len() > fsutil::SYNCFS_THRESHOLD {
+            fsutil::syncfs(&self.store_dir)?;
+        } else {
+            for tmp in &scratch {
+                tmp.sync()?;
             }
         }
-        let _gc = lock::gc_lock(&self.state_dir, false)?;
-        let inst = Install {
-            path: &path,
-            nar_hash,
-            nar_size,
-            refs,
-            deriver: None,
-            ca: Some(ca_string(&ca)),
-            drv_outputs,
-        };
-        self.install(inst, None, |dest| {
-            let mut f = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(dest)
-                .map_err(StoreError::io("creating", dest))?;
-            f.write_all(text).map_err(StoreError::io("writing", dest))?;
-            fsutil::set_canonical_times_fd(&f, dest)?;
-            fsutil::chmod(dest, fsutil::FILE_MODE)
-        })?;
-        Ok(path)
+        let mut placed = Vec::with_capacity(todo.len());
+        let renamed = todo.iter().zip(&scratch).try_for_each(|(&i, tmp)| {
+            let real = self.real_path(&texts[i].path);
+            fs::rename(tmp.path(), &real).map_err(StoreError::io("renaming into place", &real))?;
+            placed.push(real);
+            Ok(())
+        });
+        let registered = renamed
+            .and_then(|()| fsutil::fsync_dir(&self.store_dir))
+            .and_then(|()| {
+                self.with_tx(|c, d| {
+                    for &i in &todo {
+                        let t = &texts[i];
+                        let id = db::register(c, d, &t.new_path())?;
+                        for (out, path) in &t.drv_outputs {
+                            db::add_derivation_output(c, d, id, out, path)?;
+                        }
+                    }
+                    Ok(())
+                })
+            });
+        if let Err(e) = registered {
+            for real in &placed {
+                let _ = fsutil::remove_tree(real);
+            }
+            return Err(e);
+        }
+        for &i in &todo {
+            self.temp_roots.add(&texts[i].path)?;
+        }
+        Ok(paths)
     }
 
     /// Restores the archive `nar` into the store as `name`, with the content address
@@ -307,7 +483,7 @@ impl LocalStore {
             ca: Some(ca_string(&ca)),
             drv_outputs: Vec::new(),
         };
-        self.install(inst, Some(&content), |_| Ok(()))?;
+        self.install(inst, Content::Premade(&content))?;
         Ok(path)
     }
 
@@ -347,36 +523,13 @@ impl LocalStore {
             ca: None,
             drv_outputs: Vec::new(),
         };
-        // Same filesystem: move the scratch tree into a scratch directory of the store, so
-        // that the rest is the common protocol. Another filesystem: copy it there.
-        let tmp = TempDir::new(&self.store_dir)?;
-        let content = tmp.path().join("content");
-        if self.valid_and_rooted(final_path)? {
-            return fsutil::remove_tree(scratch_dir);
+        // The scratch tree is renamed straight into place (it is normally on the store's
+        // filesystem, in the state directory); the path's lock covers it from there
+        // until it is registered.
+        if !self.install(inst, Content::Premade(scratch_dir))? {
+            fsutil::remove_tree(scratch_dir)?;
         }
-        let is_dir = fs::symlink_metadata(scratch_dir)
-            .map(|m| m.is_dir())
-            .unwrap_or(false);
-        if is_dir {
-            fsutil::chmod(scratch_dir, 0o755)?;
-        }
-        match fs::rename(scratch_dir, &content) {
-            Ok(()) => {
-                if is_dir {
-                    fsutil::chmod(&content, fsutil::EXEC_MODE)?;
-                }
-            }
-            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::XDEV.raw_os_error()) => {
-                if is_dir {
-                    fsutil::chmod(scratch_dir, fsutil::EXEC_MODE)?;
-                }
-                let scanned = ingest::scan(scratch_dir)?;
-                ingest::materialise(scratch_dir, &scanned, &content)?;
-                fsutil::remove_tree(scratch_dir)?;
-            }
-            Err(e) => return Err(StoreError::io("moving build result", scratch_dir)(e)),
-        }
-        self.install(inst, Some(&content), |_| Ok(()))
+        Ok(())
     }
 }
 

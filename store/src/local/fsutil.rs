@@ -10,7 +10,8 @@
 //! database.
 
 use std::fs::{self, File};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -204,6 +205,18 @@ pub fn remove_tree(path: &Path) -> Result<(), StoreError> {
 
 static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// A fresh scratch name `<store>/.tmp-<pid>-<n>-<random>`.
+fn scratch_name(store: &Path) -> PathBuf {
+    let n = TMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let seed = format!("{}-{n}-{nanos}", std::process::id());
+    let rand = &blake3::hash(seed.as_bytes()).to_hex()[..12];
+    store.join(format!("{TMP_PREFIX}{}-{n}-{rand}", std::process::id()))
+}
+
 /// A scratch directory `<store>/.tmp-<pid>-<n>-<random>`, flocked while it lives (so a
 /// checker can tell a live one from a leftover) and removed when dropped.
 #[derive(Debug)]
@@ -216,14 +229,7 @@ impl TempDir {
     /// Creates a scratch directory in `store`.
     pub fn new(store: &Path) -> Result<TempDir, StoreError> {
         loop {
-            let n = TMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos())
-                .unwrap_or(0);
-            let seed = format!("{}-{n}-{nanos}", std::process::id());
-            let rand = &blake3::hash(seed.as_bytes()).to_hex()[..12];
-            let path = store.join(format!("{TMP_PREFIX}{}-{n}-{rand}", std::process::id()));
+            let path = scratch_name(store);
             match fs::DirBuilder::new().mode(0o700).create(&path) {
                 Ok(()) => {
                     let lock = File::open(&path).map_err(StoreError::io("opening", &path))?;
@@ -248,7 +254,71 @@ impl Drop for TempDir {
     }
 }
 
-/// Whether the scratch directory `dir` is in use (its creator still holds its lock).
+/// A scratch file `<store>/.tmp-<pid>-<n>-<random>` (for a single-file object: one inode
+/// instead of a directory and a file), flocked through its own descriptor while it lives
+/// and removed when dropped unless it was renamed away.
+#[derive(Debug)]
+pub struct TempFile {
+    path: PathBuf,
+    file: File,
+}
+
+impl TempFile {
+    /// Creates an empty scratch file (mode 0600) in `store`.
+    pub fn new(store: &Path) -> Result<TempFile, StoreError> {
+        loop {
+            let path = scratch_name(store);
+            match fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path)
+            {
+                Ok(file) => {
+                    let t = TempFile { path, file };
+                    t.file.lock().map_err(StoreError::io("locking", &t.path))?;
+                    return Ok(t);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(StoreError::io("creating scratch file", &path)(e)),
+            }
+        }
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Writes `text` as a normalised, non-executable store file (see [`TempFile::sync`]).
+    pub fn write_text(&self, text: &[u8]) -> Result<(), StoreError> {
+        let p = &self.path;
+        (&self.file)
+            .write_all(text)
+            .map_err(StoreError::io("writing", p))?;
+        self.file
+            .set_permissions(fs::Permissions::from_mode(FILE_MODE))
+            .map_err(StoreError::io("changing the mode of", p))?;
+        set_canonical_times_fd(&self.file, p)
+    }
+
+    /// Makes the file durable (`fsync`).
+    pub fn sync(&self) -> Result<(), StoreError> {
+        self.file
+            .sync_all()
+            .map_err(StoreError::io("syncing", &self.path))
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        // Gone when it was renamed into place; anything else there is still ours.
+        let _ = fs::remove_file(&self.path);
+    }
+}
+
+/// Whether the scratch directory (or file) `dir` is in use (its creator still holds its
+/// lock).
 pub fn temp_dir_in_use(dir: &Path) -> bool {
     match File::open(dir) {
         Ok(f) => matches!(f.try_lock_shared(), Err(fs::TryLockError::WouldBlock)),

@@ -234,14 +234,14 @@ impl LocalStore {
         Ok(report)
     }
 
-    /// Invalidates `batch` in one transaction, then removes its content and lock files.
+    /// Invalidates `batch` in one transaction, then removes its content (and the lock
+    /// file an earlier version may have made for it; today's lock files are shared).
     fn remove_paths(&self, batch: &[StorePath]) -> Result<(), StoreError> {
         self.with_tx(|c, d| db::invalidate_all(c, d, batch))?;
+        let locks = self.state_dir.join("locks");
         for p in batch {
             fsutil::remove_tree(&self.real_path(p))?;
-            if let Ok(Some(l)) = lock::try_path_lock(&self.state_dir.join("locks"), p) {
-                l.remove();
-            }
+            let _ = fs::remove_file(lock::legacy_path_lock_file(&locks, p));
         }
         Ok(())
     }

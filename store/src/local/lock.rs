@@ -1,16 +1,30 @@
 //! File locks and temporary roots.
 //!
 //! Owns: the global GC lock (`<state>/gc.lock`: adding and registering take it shared,
-//! `gc`, `delete` and `verify --repair` exclusive), per-path locks
-//! (`<state>/locks/<hash part>.lock`, exclusive, held while a path is installed or
-//! removed), and temporary roots (`<state>/temproots/<pid>-<n>`, one file per open
+//! `gc`, `delete` and `verify --repair` exclusive), per-path locks (exclusive, held while
+//! a path is installed or removed), and temporary roots (`<state>/temproots/<pid>-<n>`, one file per open
 //! [`LocalStore`](super::LocalStore), listing one store path per line, flocked by its owner
 //! for its lifetime; a file whose lock can be taken belongs to a dead owner and is stale).
 //!
 //! Must not: touch the database or store contents. Every lock is `flock(2)` on a file
 //! opened for that one acquisition, so two locks in one process conflict exactly as they
 //! would in two processes.
+//!
+//! # Per-path locks
+//!
+//! The lock of a path is the file `<state>/locks/<c>.lock`, where `c` is the first
+//! character of its hash part: 32 files (one per Nix base-32 character) shared by all
+//! paths, created on first use and never removed. Two operations on one path always
+//! exclude each other; two on different paths sharing a file do too, which is harmless
+//! and rare, and cannot deadlock: code that holds a path lock never waits for another,
+//! except [`path_locks`], which takes several files in name order.
+//! One file per path would cost an inode for every path ever added: on some filesystems
+//! (ext4 without a journal) creating one costs as much as the rest of adding a small
+//! path. (Earlier versions used `<state>/locks/<hash part>.lock`; `gc` removes those files
+//! when it deletes their path. Processes of such a version and of this one must not use
+//! one store at the same time: their path locks would not exclude each other.)
 
+use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions, TryLockError};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::MetadataExt;
@@ -67,18 +81,13 @@ impl FileLock {
         }
     }
 
-    /// Whether the file at our path is still the one we locked (it may have been
-    /// unlinked by a holder that removed it).
+    /// Whether the file at our path is still the one we locked (someone may have
+    /// removed it by hand, or an older rocmx may have).
     fn still_linked(&self) -> bool {
         match (fs::metadata(&self.path), self.file.metadata()) {
             (Ok(a), Ok(b)) => a.ino() == b.ino() && a.dev() == b.dev(),
             _ => false,
         }
-    }
-
-    /// Unlinks the lock file while still holding the lock; later lockers open a new file.
-    pub fn remove(self) {
-        let _ = fs::remove_file(&self.path);
     }
 }
 
@@ -87,13 +96,20 @@ pub fn gc_lock(state: &Path, exclusive: bool) -> Result<FileLock, StoreError> {
     FileLock::acquire(&state.join("gc.lock"), exclusive)
 }
 
-/// The lock file of `p` under `locks`.
+/// The lock file of `p` under `locks` (see the module documentation).
 pub fn path_lock_file(locks: &Path, p: &StorePath) -> PathBuf {
+    let hash = p.hash_part();
+    let first = hash.get(..1).unwrap_or("_");
+    locks.join(format!("{first}.lock"))
+}
+
+/// The per-path lock file earlier versions used for `p`, if it is there.
+pub fn legacy_path_lock_file(locks: &Path, p: &StorePath) -> PathBuf {
     locks.join(format!("{}.lock", p.hash_part()))
 }
 
-/// Waits for the exclusive lock of `p`. Retries if the lock file was unlinked by its
-/// previous holder between our open and our lock.
+/// Waits for the exclusive lock of `p`. Retries if the lock file was unlinked between our
+/// open and our lock.
 pub fn path_lock(locks: &Path, p: &StorePath) -> Result<FileLock, StoreError> {
     let path = path_lock_file(locks, p);
     loop {
@@ -102,6 +118,16 @@ pub fn path_lock(locks: &Path, p: &StorePath) -> Result<FileLock, StoreError> {
             return Ok(lock);
         }
     }
+}
+
+/// Waits for the locks of all of `paths` (their files in name order, each once: two callers
+/// cannot deadlock, and nothing else waits for a second path lock while holding one).
+pub fn path_locks(locks: &Path, paths: &[&StorePath]) -> Result<Vec<FileLock>, StoreError> {
+    let mut firsts: BTreeMap<PathBuf, &StorePath> = BTreeMap::new();
+    for p in paths {
+        firsts.entry(path_lock_file(locks, p)).or_insert(p);
+    }
+    firsts.values().map(|p| path_lock(locks, p)).collect()
 }
 
 /// Takes the lock of `p` if free; `None` if another operation on `p` is in progress.
@@ -218,13 +244,28 @@ mod tests {
         let p: StorePath = "/rocmx/store/00bgd045z0d4icpbc2yyz4gx48ak44la-a"
             .parse()
             .expect("p");
+        // Same first character of the hash part: the same lock file.
+        let q: StorePath = "/rocmx/store/0zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz-b"
+            .parse()
+            .expect("q");
+        let r: StorePath = "/rocmx/store/1zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz-c"
+            .parse()
+            .expect("r");
         let held = path_lock(tmp.path(), &p).expect("lock");
         assert!(try_path_lock(tmp.path(), &p).expect("try").is_none());
-        held.remove();
+        assert!(try_path_lock(tmp.path(), &q).expect("try").is_none());
+        let other = try_path_lock(tmp.path(), &r).expect("try");
+        assert!(other.is_some(), "another lock file");
+        drop((held, other));
+        // A lock file removed by hand while held is noticed by the next locker.
+        let held = path_lock(tmp.path(), &p).expect("lock");
+        fs::remove_file(path_lock_file(tmp.path(), &p)).expect("rm");
         let again = try_path_lock(tmp.path(), &p)
             .expect("try")
-            .expect("free after removal");
-        drop(again);
+            .expect("a new file");
+        drop((held, again));
+        let files = fs::read_dir(tmp.path()).expect("ls").count();
+        assert_eq!(files, 2, "one file per first character");
         let shared = gc_lock(tmp.path(), false).expect("shared");
         let shared2 = gc_lock(tmp.path(), false).expect("shared twice");
         assert!(FileLock::try_acquire(&tmp.path().join("gc.lock"))

@@ -14,10 +14,12 @@
 //!
 //! ```text
 //! <root>/store/<hash>-<name>          content, read-only: files 0444 / 0555, dirs 0555, mtime 1
-//! <root>/store/.tmp-<pid>-<n>-<rand>/ scratch directories of adds in progress (flocked)
+//! <root>/store/.tmp-<pid>-<n>-<rand>  scratch directories (or, for texts, files) of adds
+//!                                     in progress (flocked)
 //! <root>/var/rocmx/db.sqlite          metadata (WAL; see `db` for the schema)
 //! <root>/var/rocmx/gc.lock            global GC lock: add shared, gc/delete/repair exclusive
-//! <root>/var/rocmx/locks/<hash>.lock  per-path locks
+//! <root>/var/rocmx/locks/<c>.lock     per-path locks, shared by the paths whose hash
+//!                                     part starts with `c` (see `lock`)
 //! <root>/var/rocmx/gcroots/           roots: symlinks to store paths, anywhere below
 //! <root>/var/rocmx/gcroots/auto/<h>   indirect roots: symlink to a user's `result` link
 //! <root>/var/rocmx/temproots/<pid>-<n> temporary roots of a live store handle
@@ -25,12 +27,13 @@
 //!
 //! # Crash safety
 //!
-//! Content is created in a scratch directory inside `<root>/store`, made durable (`fsync`
-//! per file, or `syncfs` for big trees), renamed to its final name, the store directory is
-//! synced, and only then is the path registered, in one transaction. A crash leaves at
-//! worst a scratch directory or an unregistered entry: neither is ever reported valid, the
-//! next add of that path replaces it, and `gc` or `verify --repair` removes it. Deleting
-//! goes the other way: rows first, then content.
+//! Content is created in a scratch directory (a scratch file for a text) inside
+//! `<root>/store` — a build result is already on disk, in the state directory — made
+//! durable (`fsync` per file, or `syncfs` for big trees), renamed to its final name, the
+//! store directory is synced, and only then is the path registered, in one transaction. A
+//! crash leaves at worst a scratch entry or an unregistered entry: neither is ever
+//! reported valid, the next add of that path replaces it, and `gc` or `verify --repair`
+//! removes it. Deleting goes the other way: rows first, then content.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -211,6 +214,22 @@ impl LocalStore {
         f(&mut conn, &self.db_path)
     }
 
+    /// Runs `f` (many queries) in one read transaction: one consistent snapshot, and the
+    /// database's read lock is taken once rather than for every statement.
+    fn with_read<T>(
+        &self,
+        f: impl FnOnce(&Connection, &Path) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        self.with_db(|conn, dbp| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Deferred)
+                .map_err(db::err(dbp, "starting a transaction"))?;
+            let out = f(&tx, dbp)?;
+            tx.commit().map_err(db::err(dbp, "committing"))?;
+            Ok(out)
+        })
+    }
+
     /// Runs `f` in one immediate (write-locking) transaction, committed if `f` succeeds.
     fn with_tx<T>(
         &self,
@@ -261,7 +280,7 @@ impl LocalStore {
 
     /// `paths` and everything they refer to, directly or not. Fails if one is not valid.
     pub fn closure(&self, paths: &[StorePath]) -> Result<BTreeSet<StorePath>, StoreError> {
-        self.with_db(|c, d| {
+        self.with_read(|c, d| {
             let mut seen = BTreeSet::new();
             let mut todo: Vec<StorePath> = paths.to_vec();
             while let Some(p) = todo.pop() {

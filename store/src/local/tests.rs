@@ -201,6 +201,94 @@ fn text_objects_record_references_closure_and_referrers() {
 }
 
 #[test]
+fn texts_added_together_are_the_texts_added_one_by_one() {
+    let (tmp, s) = store();
+    let (_tmp2, one_by_one) = store();
+    let src = s.add_path(&tree(tmp.path()), "src").expect("src");
+    one_by_one
+        .add_path(&tree(_tmp2.path()), "src")
+        .expect("src");
+    let h = crate::Hash::digest(HashAlgo::Sha256, b"x");
+    let out = crate::DerivationOutput::fixed("f", IngestionMethod::Flat, h).expect("fixed");
+    let mut drv = crate::Derivation::default();
+    drv.outputs.insert("out".into(), out.clone());
+    let drv_text = drv.to_aterm();
+    let t0 = StorePath::from_ca(
+        "t0",
+        &crate::ContentAddress::text(b"uses src", set(&[&src])),
+    )
+    .expect("t0");
+    // 20 texts (more than a syncfs is worth), each referring to the one before, one to a
+    // valid path, a derivation, and one text twice.
+    let mut texts: Vec<(String, Vec<u8>, BTreeSet<StorePath>)> =
+        vec![("t0".into(), b"uses src".to_vec(), set(&[&src]))];
+    let mut prev = t0.clone();
+    for i in 1..20 {
+        let text = format!("text {i} uses {prev}").into_bytes();
+        let refs = set(&[&prev]);
+        prev = StorePath::from_ca(
+            &format!("t{i}"),
+            &crate::ContentAddress::text(&text, refs.clone()),
+        )
+        .expect("p");
+        texts.push((format!("t{i}"), text, refs));
+    }
+    texts.push(("f.drv".into(), drv_text.into_bytes(), BTreeSet::new()));
+    texts.push(texts[3].clone());
+    let items: Vec<(&str, &[u8], &BTreeSet<StorePath>)> = texts
+        .iter()
+        .map(|(n, t, r)| (n.as_str(), t.as_slice(), r))
+        .collect();
+    let got = s.add_texts(&items).expect("add_texts");
+    let want: Vec<StorePath> = texts
+        .iter()
+        .map(|(n, t, r)| one_by_one.add_text(n, t, r).expect("add_text"))
+        .collect();
+    assert_eq!(got, want);
+    for (p, (_, t, r)) in got.iter().zip(&texts) {
+        assert_eq!(fs::read(s.real_path(p)).expect("read"), *t);
+        let mode = fs::metadata(s.real_path(p)).expect("stat").mode() & 0o7777;
+        assert_eq!(mode, 0o444);
+        let info = s.path_info(p).expect("info").expect("valid");
+        assert_eq!(info, one_by_one.path_info(p).expect("info").expect("valid"));
+        assert_eq!(info.references, *r);
+    }
+    let drv_path = &got[20];
+    assert_eq!(
+        s.derivation_outputs(drv_path).expect("outputs").get("out"),
+        out.path()
+    );
+    let names: Vec<String> = fs::read_dir(s.store_dir())
+        .expect("ls")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.iter().all(|n| !n.starts_with(".tmp-")), "{names:?}");
+    // Again: nothing to do. A reference that is neither valid nor earlier is refused,
+    // and then nothing of the batch is added.
+    assert_eq!(s.add_texts(&items).expect("again"), got);
+    let ghost: StorePath = "/rocmx/store/00bgd045z0d4icpbc2yyz4gx48ak44la-ghost"
+        .parse()
+        .expect("p");
+    let bad = set(&[&ghost]);
+    let new = set(&[]);
+    let e = s
+        .add_texts(&[("fine", b"fine", &new), ("bad", b"x", &bad)])
+        .expect_err("invalid ref");
+    assert!(matches!(e, StoreError::InvalidReference { .. }), "{e}");
+    let fine =
+        StorePath::from_ca("fine", &crate::ContentAddress::text(b"fine", new.clone())).expect("p");
+    assert!(!s.is_valid(&fine).expect("valid?"));
+    // A later text may not be referred to by an earlier one.
+    let later = set(&[&fine]);
+    let e = s
+        .add_texts(&[("early", b"early", &later), ("fine", b"fine", &new)])
+        .expect_err("forward ref");
+    assert!(matches!(e, StoreError::InvalidReference { .. }), "{e}");
+    s.verify(true, false).expect("verify");
+    assert!(s.verify(true, false).expect("verify").problems.is_empty());
+}
+
+#[test]
 fn derivation_texts_record_fixed_outputs() {
     let (_tmp, s) = store();
     let h = crate::Hash::digest(HashAlgo::Sha256, b"x");

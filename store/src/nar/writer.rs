@@ -180,8 +180,11 @@ fn contents<W: Write>(
     buf: &mut Vec<u8>,
 ) -> Result<(), NarError> {
     t.raw(&len.to_le_bytes())?;
-    if buf.len() < CHUNK {
-        buf.resize(CHUNK, 0);
+    // The buffer grows to the largest file seen, up to CHUNK: zeroing a whole CHUNK for a
+    // small file (a typical build output) costs more than dumping it.
+    let need = usize::try_from(len).unwrap_or(CHUNK).min(CHUNK);
+    if buf.len() < need {
+        buf.resize(need, 0);
     }
     let mut left = len;
     while left > 0 {
