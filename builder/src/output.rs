@@ -50,8 +50,12 @@ impl RefScanner {
         let ac = if pats.is_empty() {
             None
         } else {
-            // Every pattern is 32 ASCII bytes, so building cannot fail.
-            AhoCorasick::new(&pats).ok()
+            // Every pattern is 32 ASCII bytes, so building cannot fail. A contiguous NFA:
+            // building a DFA costs more than scanning a typical output with the NFA.
+            AhoCorasick::builder()
+                .kind(Some(aho_corasick::AhoCorasickKind::ContiguousNFA))
+                .build(&pats)
+                .ok()
         };
         RefScanner {
             found: vec![false; paths.len()],
@@ -438,11 +442,14 @@ fn replace_all(bytes: &[u8], from: &[u8], to: &[u8]) -> Option<Vec<u8>> {
 /// writable (0755) and times are not restored: normalise again afterwards.
 pub fn rewrite_tree(root: &Path, from: &[u8], to: &[u8]) -> Result<(), OutputError> {
     debug_assert_eq!(from.len(), to.len());
-    let ac = AhoCorasick::new([from]).map_err(|e| OutputError::Io {
-        action: "preparing the rewrite of",
-        path: root.to_path_buf(),
-        source: io::Error::other(e.to_string()),
-    })?;
+    let ac = AhoCorasick::builder()
+        .kind(Some(aho_corasick::AhoCorasickKind::ContiguousNFA))
+        .build([from])
+        .map_err(|e| OutputError::Io {
+            action: "preparing the rewrite of",
+            path: root.to_path_buf(),
+            source: io::Error::other(e.to_string()),
+        })?;
     let mut stack = vec![root.to_path_buf()];
     while let Some(p) = stack.pop() {
         let m = fs::symlink_metadata(&p).map_err(io_err("reading", &p))?;

@@ -344,14 +344,31 @@ fn failure_names_the_derivation_and_stops_dependents() {
     assert!(e.to_string().contains(&f.to_string()));
 
     // No output is a failure too; nothing is left in the build area.
-    let n = fx.drv("lazy", "true", &[], &[]);
+    let n = fx.drv(
+        "lazy",
+        "mkdir sub; echo x > sub/f; chmod 555 sub; true",
+        &[],
+        &[],
+    );
     match r.realise(&n) {
         Err(BuildError::Failed { status, .. }) => {
             assert_eq!(status, "builder did not produce output 'out'")
         }
         other => panic!("expected Failed, got {other:?}"),
     }
+    // The realiser keeps one emptied build directory for its next build, and deletes
+    // it when dropped.
     let builds = fx.store.state_dir().join("builds");
+    let kept: Vec<_> = std::fs::read_dir(&builds).unwrap().flatten().collect();
+    assert_eq!(kept.len(), 1);
+    let only: Vec<_> = std::fs::read_dir(kept[0].path())
+        .unwrap()
+        .flatten()
+        .collect();
+    assert_eq!(only.len(), 1, "only an empty build/ is left");
+    assert_eq!(only[0].file_name(), "build");
+    assert_eq!(std::fs::read_dir(only[0].path()).unwrap().count(), 0);
+    drop(r);
     assert_eq!(std::fs::read_dir(&builds).unwrap().count(), 0);
 
     // keep_failed keeps the build directory.

@@ -12,9 +12,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::os::unix::fs::DirBuilderExt;
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 
 use rocmx_store::derivation::output_path_name;
 use rocmx_store::{Derivation, DerivationOutput, LocalStore, StorePath};
@@ -40,8 +42,6 @@ pub(super) struct Job {
     pub closure: BTreeSet<StorePath>,
     /// `--check`: the registered outputs to compare the new build with.
     pub check: Option<BTreeMap<String, StorePath>>,
-    /// Distinguishes build directories of one process.
-    pub serial: u32,
 }
 
 /// What a job shares with the scheduler.
@@ -50,18 +50,98 @@ pub(super) struct Ctx<'a> {
     pub store: &'a LocalStore,
     pub opts: &'a BuildOptions,
     pub events: Arc<dyn EventSink>,
+    pub pool: &'a DirPool,
 }
 
-/// A build's private directory under `<state>/builds`, removed on drop unless kept.
-struct BuildDir {
+/// Build directories (`<state>/builds/<pid>-<n>/`, holding an empty `build/`) that
+/// finished builds of one realiser left for the next ones: emptied, not deleted, because
+/// creating directories is a large part of a small build's cost on some filesystems.
+/// [`DirPool::clear`] deletes them.
+#[derive(Default)]
+pub(super) struct DirPool {
+    free: Mutex<Vec<PathBuf>>,
+    next: AtomicU32,
+}
+
+impl DirPool {
+    /// A private build directory with an empty `build/` in it.
+    fn take(&self, builds: &Path) -> Result<PathBuf, BuildError> {
+        let reused = self.free.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        if let Some(dir) = reused {
+            return Ok(dir);
+        }
+        fs::create_dir_all(builds).map_err(io_err("creating", builds))?;
+        loop {
+            let n = self.next.fetch_add(1, Ordering::Relaxed);
+            let base = builds.join(format!("{}-{n}", std::process::id()));
+            if fs::symlink_metadata(&base).is_ok() {
+                // Left by a process that had our pid before: not ours to reuse.
+                continue;
+            }
+            fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&base)
+                .map_err(io_err("creating", &base))?;
+            let build_dir = base.join("build");
+            fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&build_dir)
+                .map_err(io_err("creating", &build_dir))?;
+            return Ok(base);
+        }
+    }
+
+    /// Empties `base` (all but an empty `build/`) and keeps it for the next build; a
+    /// directory that cannot be emptied is deleted instead.
+    fn give_back(&self, base: &Path) {
+        let emptied = (|| -> io::Result<()> {
+            for e in fs::read_dir(base)? {
+                let e = e?;
+                if e.file_name() != "build" {
+                    output::remove_tree(&e.path());
+                }
+            }
+            let build_dir = base.join("build");
+            fs::set_permissions(&build_dir, fs::Permissions::from_mode(0o700))?;
+            for e in fs::read_dir(&build_dir)? {
+                output::remove_tree(&e?.path());
+            }
+            if fs::read_dir(&build_dir)?.next().is_some() || fs::read_dir(base)?.count() != 1 {
+                return Err(io::Error::other("not empty"));
+            }
+            Ok(())
+        })();
+        match emptied {
+            Ok(()) => self
+                .free
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(base.to_path_buf()),
+            Err(_) => output::remove_tree(base),
+        }
+    }
+
+    /// Deletes every directory kept for reuse.
+    pub(super) fn clear(&self) {
+        let free = std::mem::take(&mut *self.free.lock().unwrap_or_else(|e| e.into_inner()));
+        for d in free {
+            output::remove_tree(&d);
+        }
+    }
+}
+
+/// A build's private directory under `<state>/builds`, given back to the pool on drop
+/// unless kept.
+struct BuildDir<'p> {
     path: PathBuf,
     keep: bool,
+    pool: &'p DirPool,
 }
 
-impl Drop for BuildDir {
+impl Drop for BuildDir<'_> {
     fn drop(&mut self) {
         if !self.keep {
-            output::remove_tree(&self.path);
+            self.pool.give_back(&self.path);
         }
     }
 }
@@ -111,30 +191,13 @@ pub(super) fn run(ctx: &Ctx<'_>, job: Job) -> Result<BTreeMap<String, StorePath>
 
     // The private build directory.
     let store = ctx.store;
-    let builds = store.state_dir().join("builds");
-    fs::create_dir_all(&builds).map_err(io_err("creating", &builds))?;
-    let base = builds.join(format!(
-        "{}-{}-{}",
-        drv.hash_part(),
-        std::process::id(),
-        job.serial
-    ));
-    if fs::symlink_metadata(&base).is_ok() {
-        output::remove_tree(&base);
-    }
-    fs::DirBuilder::new()
-        .mode(0o700)
-        .create(&base)
-        .map_err(io_err("creating", &base))?;
+    let base = ctx.pool.take(&store.state_dir().join("builds"))?;
     let mut dir = BuildDir {
         path: base.clone(),
         keep: false,
+        pool: ctx.pool,
     };
     let build_dir = base.join("build");
-    fs::DirBuilder::new()
-        .mode(0o700)
-        .create(&build_dir)
-        .map_err(io_err("creating", &build_dir))?;
     let outs: Vec<Out> = outs
         .into_iter()
         .enumerate()

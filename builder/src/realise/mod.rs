@@ -304,7 +304,14 @@ pub struct Realiser<'a> {
     failed_list: Vec<StorePath>,
     skipped_list: Vec<(StorePath, StorePath)>,
     rooted: HashSet<StorePath>,
-    serial: u32,
+    /// Build directories kept for reuse (deleted when the realiser is dropped).
+    pool: job::DirPool,
+}
+
+impl Drop for Realiser<'_> {
+    fn drop(&mut self) {
+        self.pool.clear();
+    }
 }
 
 impl<'a> Realiser<'a> {
@@ -322,7 +329,7 @@ impl<'a> Realiser<'a> {
             failed_list: Vec::new(),
             skipped_list: Vec::new(),
             rooted: HashSet::new(),
-            serial: 0,
+            pool: job::DirPool::default(),
         }
     }
 
@@ -542,6 +549,7 @@ impl<'a> Realiser<'a> {
         let store = self.store;
         let opts = self.opts.clone();
         let events = self.events.clone();
+        let pool = std::mem::take(&mut self.pool);
         type Done = (
             NodeIndex,
             Instant,
@@ -586,6 +594,7 @@ impl<'a> Realiser<'a> {
                         store,
                         opts: &opts,
                         events: events.clone(),
+                        pool: &pool,
                     };
                     running += 1;
                     let spawned = std::thread::Builder::new()
@@ -647,6 +656,7 @@ impl<'a> Realiser<'a> {
                 }
             }
         });
+        self.pool = pool;
         first_failure
     }
 
@@ -715,7 +725,6 @@ impl<'a> Realiser<'a> {
         for p in &closure {
             self.temp_root(p)?;
         }
-        self.serial += 1;
         Ok(Prepared::Build(Box::new(job::Job {
             drv: drv.clone(),
             name: drv_name(&d, drv),
@@ -723,7 +732,6 @@ impl<'a> Realiser<'a> {
             key,
             closure,
             check,
-            serial: self.serial,
         })))
     }
 
