@@ -825,3 +825,36 @@ fn builtin_fetchurl_from_a_loopback_server_and_a_wrong_hash() {
     assert_eq!(o.status.code(), Some(1), "{}", err(&o));
     assert!(err(&o).contains("404"), "{}", err(&o));
 }
+
+#[test]
+fn a_builder_that_cannot_run_is_named_and_fails_the_run() {
+    require_sandbox!();
+    let f = Fixture::new();
+    let o = f.run(&[
+        "build",
+        "--no-link",
+        "-E",
+        "derivation { name = \"no-builder\"; system = builtins.currentSystem; builder = \"/nonexistent\"; }",
+    ]);
+    let e = err(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(
+        e.contains("no-builder.drv': executing the builder /nonexistent: ENOENT"),
+        "{e}"
+    );
+    // Said once, by the failure itself, and summed up once.
+    assert_eq!(e.matches("ENOENT").count(), 1, "{e}");
+    assert!(!e.contains("panicked"), "{e}");
+
+    // -j 0 is refused before anything runs.
+    let o = f.run(&[
+        "build",
+        "--no-link",
+        "-j",
+        "0",
+        "-E",
+        "derivation { name = \"x\"; system = \"x\"; builder = \"/x\"; }",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(err(&o).contains("--max-jobs 0"), "{}", err(&o));
+}

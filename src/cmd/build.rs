@@ -375,26 +375,23 @@ fn build(store: &LocalStore, targets: &[Target], args: &BuildArgs) -> Result<i32
 
     // The progress display printed each failure as it happened (the message names the
     // derivation and ends with its log tail). Sum up: what failed, what it took with it.
-    let mut code = 0;
-    let own: Vec<&BuildError> = results
+    // Exit code: 104 when every failure is a --check difference, 1 for any other.
+    let errors: Vec<&BuildError> = results
         .iter()
         .filter_map(|r| r.as_ref().err())
         .chain(realiser.failed().iter().filter_map(|f| realiser.failure(f)))
-        .filter(|e| error_drv(e).is_some())
         .collect();
-    for e in &own {
-        code = code.max(if matches!(e, BuildError::CheckMismatch { .. }) {
-            104
-        } else {
-            1
-        });
-    }
-    if own
-        .iter()
-        .any(|e| !matches!(e, BuildError::CheckMismatch { .. }))
+    let code = if errors.is_empty() && realiser.failed().is_empty() {
+        0
+    } else if !errors.is_empty()
+        && errors
+            .iter()
+            .all(|e| matches!(e, BuildError::CheckMismatch { .. }))
     {
-        code = 1;
-    }
+        104
+    } else {
+        1
+    };
     for f in realiser.failed() {
         let log = realiser.log_path(f);
         if log.exists() {
@@ -415,12 +412,6 @@ fn build(store: &LocalStore, targets: &[Target], args: &BuildArgs) -> Result<i32
     }
     for r in &results {
         if let Err(e @ BuildError::Stopped { .. }) = r {
-            code = 1;
-            eprintln!("error: {e}");
-        }
-        if let Err(e @ (BuildError::Sandbox(_) | BuildError::Store(_) | BuildError::Io { .. })) = r
-        {
-            code = 1;
             eprintln!("error: {e}");
         }
     }
@@ -484,21 +475,6 @@ fn build(store: &LocalStore, targets: &[Target], args: &BuildArgs) -> Result<i32
         }
     }
     Ok(code)
-}
-
-/// The derivation an error is about, when it is its own failure.
-fn error_drv(e: &BuildError) -> Option<StorePath> {
-    match e {
-        BuildError::Failed { drv, .. }
-        | BuildError::AlreadyFailed { drv }
-        | BuildError::BadDerivation { drv, .. }
-        | BuildError::HashMismatch { drv, .. }
-        | BuildError::IllegalReferences { drv, .. }
-        | BuildError::Output { drv, .. }
-        | BuildError::NotRealised { drv }
-        | BuildError::CheckMismatch { drv, .. } => Some(drv.clone()),
-        _ => None,
-    }
 }
 
 /// What `--dry-run` reports about the closure of the targets.

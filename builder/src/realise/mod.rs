@@ -129,7 +129,7 @@ pub struct Realised {
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
     /// The builder failed (non-zero exit, killed, timed out, or produced no output).
-    #[error("builder for '{drv}' failed: {status}\nlast lines of the build log:\n{log_tail}")]
+    #[error("builder for '{drv}' failed: {status}{}", tail_message(.log_tail))]
     Failed {
         /// The derivation.
         drv: StorePath,
@@ -252,6 +252,14 @@ pub struct CheckDifference {
     pub differences: Vec<String>,
     /// Where the rebuilt output was kept (`--keep-failed`).
     pub kept: Option<PathBuf>,
+}
+
+fn tail_message(tail: &str) -> String {
+    if tail.trim().is_empty() {
+        String::new()
+    } else {
+        format!("\nlast lines of the build log:\n{tail}")
+    }
 }
 
 fn check_message(drv: &StorePath, outputs: &[CheckDifference]) -> String {
@@ -750,9 +758,16 @@ impl<'a> Realiser<'a> {
     /// Records the failure of node `n` and skips everything that depends on it.
     fn fail(&mut self, graph: &DiGraph<Node, ()>, n: NodeIndex, e: BuildError) {
         let drv = graph[n].drv.clone();
+        // Every message names the derivation.
+        let message = match &e {
+            BuildError::Sandbox(_) | BuildError::Store(_) | BuildError::Io { .. } => {
+                format!("building '{drv}': {e}")
+            }
+            _ => e.to_string(),
+        };
         self.events.event(&Event::Failed {
             drv: drv.clone(),
-            message: e.to_string(),
+            message,
         });
         self.failed_list.push(drv.clone());
         self.failed.insert(drv.clone(), drv.clone());
