@@ -361,13 +361,20 @@ fn failure_names_the_derivation_and_stops_dependents() {
     let builds = fx.store.state_dir().join("builds");
     let kept: Vec<_> = std::fs::read_dir(&builds).unwrap().flatten().collect();
     assert_eq!(kept.len(), 1);
-    let only: Vec<_> = std::fs::read_dir(kept[0].path())
+    let mut left: Vec<_> = std::fs::read_dir(kept[0].path())
         .unwrap()
         .flatten()
         .collect();
-    assert_eq!(only.len(), 1, "only an empty build/ is left");
-    assert_eq!(only[0].file_name(), "build");
-    assert_eq!(std::fs::read_dir(only[0].path()).unwrap().count(), 0);
+    left.sort_by_key(|e| e.file_name());
+    let names: Vec<_> = left.iter().map(|e| e.file_name()).collect();
+    assert_eq!(
+        names,
+        ["build", "stage"],
+        "only an empty build/ and stage/ are left"
+    );
+    for e in &left {
+        assert_eq!(std::fs::read_dir(e.path()).unwrap().count(), 0);
+    }
     drop(r);
     assert_eq!(std::fs::read_dir(&builds).unwrap().count(), 0);
 

@@ -104,6 +104,7 @@ impl Fixture {
             env,
             inputs: vec![(self.busybox.clone(), PathBuf::from(BB))],
             outputs: vec![(self.out.clone(), PathBuf::from(OUT))],
+            staging: None,
             build_dir: self.build.clone(),
             rootfs: None,
             network: false,

@@ -87,26 +87,38 @@ impl DirPool {
                 .mode(0o700)
                 .create(&build_dir)
                 .map_err(io_err("creating", &build_dir))?;
+            // The sandbox's staging directory (bound at /rocmx/store inside): 0755 in
+            // a private (0700) parent.
+            let stage = base.join("stage");
+            fs::DirBuilder::new()
+                .mode(0o755)
+                .create(&stage)
+                .map_err(io_err("creating", &stage))?;
             return Ok(base);
         }
     }
 
-    /// Empties `base` (all but an empty `build/`) and keeps it for the next build; a
-    /// directory that cannot be emptied is deleted instead.
+    /// Empties `base` (all but an empty `build/` and `stage/`) and keeps it for the next
+    /// build; a directory that cannot be emptied is deleted instead.
     fn give_back(&self, base: &Path) {
         let emptied = (|| -> io::Result<()> {
             for e in fs::read_dir(base)? {
                 let e = e?;
-                if e.file_name() != "build" {
+                if e.file_name() != "build" && e.file_name() != "stage" {
                     output::remove_tree(&e.path());
                 }
             }
-            let build_dir = base.join("build");
-            fs::set_permissions(&build_dir, fs::Permissions::from_mode(0o700))?;
-            for e in fs::read_dir(&build_dir)? {
-                output::remove_tree(&e?.path());
+            for (sub, mode) in [("build", 0o700), ("stage", 0o755)] {
+                let d = base.join(sub);
+                fs::set_permissions(&d, fs::Permissions::from_mode(mode))?;
+                for e in fs::read_dir(&d)? {
+                    output::remove_tree(&e?.path());
+                }
+                if fs::read_dir(&d)?.next().is_some() {
+                    return Err(io::Error::other("not empty"));
+                }
             }
-            if fs::read_dir(&build_dir)?.next().is_some() || fs::read_dir(base)?.count() != 1 {
+            if fs::read_dir(base)?.count() != 2 {
                 return Err(io::Error::other("not empty"));
             }
             Ok(())
@@ -333,6 +345,7 @@ fn run_sandboxed(
             .map(|o| (o.host.clone(), PathBuf::from(o.inside.to_absolute())))
             .collect(),
         build_dir: build_dir.to_path_buf(),
+        staging: build_dir.parent().map(|b| b.join("stage")),
         rootfs,
         network,
         cores: ctx.opts.cores,

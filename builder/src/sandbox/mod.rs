@@ -33,7 +33,7 @@
 //! # The output
 //!
 //! The builder creates the output itself, as in Nix (`mkdir $out`, or a single file for
-//! flat fixed-output derivations). [`SandboxSpec::output`]`.0` must not exist; its parent
+//! flat fixed-output derivations). [`SandboxSpec::outputs`]`[i].0` must not exist; its parent
 //! must. The sandbox makes a private staging directory next to it (`.rocmx-sandbox-*`,
 //! mode 0700 — or 0755 when that parent is the caller's and closed to others — so no
 //! other host user can reach anything the builder writes during the build) and binds it
@@ -41,7 +41,9 @@
 //! ends — whatever its status — the output, if the builder created it, is moved to
 //! `output.0`, its setuid and setgid bits are stripped, and the staging directory (with
 //! anything else the builder wrote next to the output) is deleted. Output normalisation
-//! strips those bits again later.
+//! strips those bits again later. A caller may lend its own empty directory instead
+//! ([`SandboxSpec::staging`]); the sandbox then only empties it, so that a realiser
+//! running many builds does not create and delete one per build.
 //!
 //! The staging directory is the only directory the sandbox creates on the host: the new
 //! root's tmpfs is mounted on it (in the sandbox's mount namespace, so the host never
@@ -154,6 +156,11 @@ pub struct SandboxSpec {
     /// builder creates the inside path, and the sandbox moves it to the host path after
     /// the build. See the module documentation.
     pub outputs: Vec<(PathBuf, PathBuf)>,
+    /// An empty directory of the caller's, in the same directory as the outputs' host
+    /// paths, to use as the staging directory instead of making one; the sandbox leaves
+    /// it empty (not deleted) after the build, so a caller running many builds can
+    /// reuse it. `None`: the sandbox makes and deletes its own.
+    pub staging: Option<PathBuf>,
     /// Host directory bound at `/build` (writable, the working directory). It should be
     /// private to the caller (mode 0700) and deleted after the build.
     pub build_dir: PathBuf,
@@ -179,6 +186,7 @@ impl fmt::Debug for SandboxSpec {
             .field("env", &self.env)
             .field("inputs", &self.inputs)
             .field("outputs", &self.outputs)
+            .field("staging", &self.staging)
             .field("build_dir", &self.build_dir)
             .field("rootfs", &self.rootfs)
             .field("network", &self.network)
@@ -324,12 +332,32 @@ fn strip_setid(path: &Path) -> io::Result<()> {
     Ok(())
 }
 
-/// The staging directory next to the output; removed on drop.
+/// The staging directory next to the output; removed on drop, or only emptied when it
+/// is the caller's ([`SandboxSpec::staging`]).
 struct Staging {
     dir: PathBuf,
+    lent: bool,
 }
 
 impl Staging {
+    /// Uses the caller's empty directory `dir`, which must be next to `next_to`.
+    fn lend(dir: &Path, next_to: &Path) -> Result<Staging, SandboxError> {
+        let invalid = |why: &str| {
+            SandboxError::InvalidSpec(format!("staging directory {}: {why}", dir.display()))
+        };
+        if dir.parent() != next_to.parent() {
+            return Err(invalid("not in the same directory as the outputs"));
+        }
+        let mut entries = std::fs::read_dir(dir).map_err(|e| invalid(&errno_of(&e)))?;
+        if entries.next().is_some() {
+            return Err(invalid("not empty"));
+        }
+        Ok(Staging {
+            dir: dir.to_path_buf(),
+            lent: true,
+        })
+    }
+
     /// Creates the staging directory next to `next_to`. It is the output's directory in
     /// the sandbox, so it gets the usual 0755 when its parent keeps other users out
     /// anyway (ours, 0700: the realiser's build directories); else 0700.
@@ -357,7 +385,7 @@ impl Staging {
                 attempt
             ));
             match std::fs::DirBuilder::new().mode(mode).create(&dir) {
-                Ok(()) => return Ok(Staging { dir }),
+                Ok(()) => return Ok(Staging { dir, lent: false }),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
                 Err(e) => {
                     return Err(SandboxError::Setup(
@@ -376,7 +404,24 @@ impl Staging {
 
 impl Drop for Staging {
     fn drop(&mut self) {
-        remove_tree(&self.dir);
+        if !self.lent {
+            remove_tree(&self.dir);
+            return;
+        }
+        if let Ok(entries) = std::fs::read_dir(&self.dir) {
+            for e in entries.flatten() {
+                // Mostly the inputs' mount points: files (hard links) and empty
+                // directories. The entry's type comes with the listing.
+                let removed = match e.file_type() {
+                    Ok(t) if t.is_dir() => std::fs::remove_dir(e.path()).is_ok(),
+                    Ok(_) => std::fs::remove_file(e.path()).is_ok(),
+                    Err(_) => false,
+                };
+                if !removed {
+                    remove_tree(&e.path());
+                }
+            }
+        }
     }
 }
 
@@ -540,7 +585,10 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
     // --- prepare everything the child needs -------------------------------------------
     // One private directory: init mounts the new root's tmpfs on it, and binds the
     // directory itself (reached through a descriptor opened now) at the output's parent.
-    let staging = Staging::create(&outputs[0].0)?;
+    let staging = match &spec.staging {
+        Some(dir) => Staging::lend(dir, &outputs[0].0)?,
+        None => Staging::create(&outputs[0].0)?,
+    };
     // Reserves a descriptor number for init's own descriptor of the staging directory.
     let staging_fd: OwnedFd = std::fs::File::open("/dev/null")
         .map_err(setup_err("opening /dev/null"))?
