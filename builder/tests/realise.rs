@@ -387,7 +387,12 @@ fn failure_names_the_derivation_and_stops_dependents() {
         },
     );
     match r.realise(&n) {
-        Err(BuildError::Failed { status, .. }) => assert!(status.contains("kept at"), "{status}"),
+        Err(BuildError::Failed { status, .. }) => {
+            assert!(
+                status.contains("kept at") && status.contains("/kept-"),
+                "{status}"
+            )
+        }
         other => panic!("expected Failed, got {other:?}"),
     }
     assert_eq!(std::fs::read_dir(&builds).unwrap().count(), 1);
@@ -474,4 +479,32 @@ fn fifty_chained_derivations() {
     fx.realise_ok(&mut r, &last);
     assert!(r.built().is_empty());
     println!("50 chained builds: {built:?}; no-op: {:?}", t.elapsed());
+}
+
+#[test]
+fn stale_build_directories_of_dead_processes_are_removed() {
+    let Some(fx) = fixture() else { return };
+    let builds = fx.store.state_dir().join("builds");
+    std::fs::create_dir_all(&builds).unwrap();
+    // A pid that is certainly gone: a child we waited for.
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    let stale = builds.join(format!("{dead}-3"));
+    std::fs::create_dir_all(stale.join("build/deep")).unwrap();
+    std::fs::write(stale.join("build/deep/f"), b"x").unwrap();
+    let kept = builds.join(format!("kept-abc-{dead}-1"));
+    std::fs::create_dir_all(&kept).unwrap();
+    let live = builds.join("1-0"); // pid 1 is alive
+    std::fs::create_dir_all(&live).unwrap();
+
+    let d = fx.drv("after-crash", "echo ok > $out", &[], &[]);
+    let mut r = Realiser::new(&fx.store, opts());
+    fx.realise_ok(&mut r, &d);
+    assert!(
+        !stale.exists(),
+        "the dead process's build directory is gone"
+    );
+    assert!(kept.exists(), "--keep-failed directories stay");
+    assert!(live.exists(), "a live process's directory stays");
 }

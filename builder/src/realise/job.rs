@@ -71,6 +71,9 @@ impl DirPool {
             return Ok(dir);
         }
         fs::create_dir_all(builds).map_err(io_err("creating", builds))?;
+        if self.next.load(Ordering::Relaxed) == 0 {
+            remove_stale(builds);
+        }
         loop {
             let n = self.next.fetch_add(1, Ordering::Relaxed);
             let base = builds.join(format!("{}-{n}", std::process::id()));
@@ -138,6 +141,37 @@ impl DirPool {
         let free = std::mem::take(&mut *self.free.lock().unwrap_or_else(|e| e.into_inner()));
         for d in free {
             output::remove_tree(&d);
+        }
+    }
+}
+
+/// Deletes the build directories (`<pid>-<n>`) of processes that are gone: builds
+/// interrupted by a signal or a crash leave them, possibly large. Directories kept by
+/// `--keep-failed` are named `kept-…` and stay; a directory whose pid is alive (or
+/// reused by another process) is left alone.
+fn remove_stale(builds: &Path) {
+    let Ok(entries) = fs::read_dir(builds) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.split_once('-'))
+            .filter(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|(p, _)| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if pid <= 0 || pid as u32 == std::process::id() {
+            continue;
+        }
+        let gone = matches!(
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
+            Err(nix::errno::Errno::ESRCH)
+        );
+        if gone {
+            output::remove_tree(&e.path());
         }
     }
 }
@@ -242,7 +276,20 @@ pub(super) fn run(ctx: &Ctx<'_>, job: Job) -> Result<BTreeMap<String, StorePath>
     if let Some(mut status) = status {
         if ctx.opts.keep_failed {
             dir.keep = true;
-            status.push_str(&format!(" (build directory kept at {})", base.display()));
+            // Renamed out of the `<pid>-<n>` pattern, which stale-directory cleanup
+            // deletes; kept directories stay until the user removes them.
+            let kept = base.with_file_name(format!(
+                "kept-{}-{}",
+                drv.hash_part(),
+                base.file_name()
+                    .map(|n| n.to_string_lossy())
+                    .unwrap_or_default()
+            ));
+            let shown = match fs::rename(&base, &kept) {
+                Ok(()) => kept,
+                Err(_) => base.clone(),
+            };
+            status.push_str(&format!(" (build directory kept at {})", shown.display()));
         }
         return Err(BuildError::Failed {
             drv: drv.clone(),
