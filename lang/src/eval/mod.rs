@@ -31,6 +31,9 @@ const RED_ZONE: usize = 1024 * 1024;
 const GROW_EVERY: u32 = 16;
 /// Size of each new stack segment.
 const STACK_CHUNK: usize = 8 * 1024 * 1024;
+/// How many emptied argument scopes are kept for reuse (see
+/// [`Evaluator::recycle_scope`]).
+const SCOPE_POOL: usize = 256;
 
 /// Options that shape an evaluation; all explicit, none read behind the user's back.
 #[derive(Clone, Debug)]
@@ -75,6 +78,9 @@ pub struct Evaluator {
     call_depth: usize,
     /// Nesting of calls and thunk forcings, to pace stack checks.
     nest: u32,
+    /// Argument scopes no longer referenced by anyone, emptied (no slots, no
+    /// parent), kept so the next call reuses the allocation.
+    scope_pool: Vec<Rc<EnvInner>>,
     /// Messages from `trace`/`warn` and lint warnings, already formatted; the CLI
     /// prints them as they arrive.
     pub on_trace: Box<dyn FnMut(&str)>,
@@ -92,6 +98,7 @@ impl Evaluator {
             copied: HashMap::new(),
             call_depth: 0,
             nest: 0,
+            scope_pool: Vec::with_capacity(SCOPE_POOL),
             on_trace: Box::new(|m| eprintln!("{m}")),
         };
         let (names, values) = crate::builtins::globals(&mut ev);
@@ -236,16 +243,24 @@ impl Evaluator {
     /// Runs `f` one level deeper, growing the native stack onto the heap when
     /// little is left (checked every [`GROW_EVERY`] levels: the check costs more
     /// than the level).
-    #[inline]
+    #[inline(always)]
     fn nested<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
         self.nest += 1;
         let r = if self.nest % GROW_EVERY == 0 {
-            stacker::maybe_grow(RED_ZONE, STACK_CHUNK, || f(self))
+            self.nested_grow(f)
         } else {
             f(self)
         };
         self.nest -= 1;
         r
+    }
+
+    /// The rare branch of [`Self::nested`], kept out of line so `f` is
+    /// inlined into the common one.
+    #[cold]
+    #[inline(never)]
+    fn nested_grow<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
+        stacker::maybe_grow(RED_ZONE, STACK_CHUNK, || f(self))
     }
 
     pub fn force_thunk(&mut self, t: &Thunk) -> EResult<Value> {
@@ -291,16 +306,19 @@ impl Evaluator {
                 def: def.clone(),
                 env: env.clone(),
             })),
-            Ir::Binary { op, lhs, rhs, .. } => match (peek(lhs, env), peek(rhs, env)) {
+            Ir::Binary { op, lhs, rhs, .. } => {
                 // Integer arithmetic on values already known cannot diverge or
                 // have effects, so computing it now is indistinguishable from
                 // computing it later, and saves a thunk (`f (n - 1)`).
-                (Some(Value::Int(a)), Some(Value::Int(b))) => ops::int_fast_path(*op, a, b)
-                    .unwrap_or_else(|| {
-                        Value::Thunk(Thunk::new(ThunkState::Suspended(ir.clone(), env.clone())))
-                    }),
-                _ => Value::Thunk(Thunk::new(ThunkState::Suspended(ir.clone(), env.clone()))),
-            },
+                if let Some(a) = peek_int(lhs, env) {
+                    if let Some(b) = peek_int(rhs, env) {
+                        if let Some(v) = ops::int_fast_path(*op, a, b) {
+                            return v;
+                        }
+                    }
+                }
+                Value::Thunk(Thunk::new(ThunkState::Suspended(ir.clone(), env.clone())))
+            }
             _ => Value::Thunk(Thunk::new(ThunkState::Suspended(ir.clone(), env.clone()))),
         }
     }
@@ -669,7 +687,7 @@ impl Evaluator {
                     let a = arg(self, i);
                     i += 1;
                     let mut def = c.def.clone();
-                    let mut scope = Env::new(Some(&c.env), smallvec::smallvec![a]);
+                    let mut scope = self.arg_scope(&c.env, a);
                     while i < n {
                         let next = match &*def.body {
                             Ir::Lambda(d) if matches!(d.param, IrParam::Ident(_)) => d.clone(),
@@ -677,10 +695,13 @@ impl Evaluator {
                         };
                         let a = arg(self, i);
                         i += 1;
-                        scope = Env::new(Some(&scope), smallvec::smallvec![a]);
+                        let parent = scope;
+                        scope = self.arg_scope(&parent, a);
                         def = next;
                     }
-                    f = at(self.enter(&def, &scope))?;
+                    let r = self.enter(&def, &scope);
+                    self.recycle_scope(scope);
+                    f = at(r)?;
                 }
                 Value::PrimOp(app) if app.args.len() + (n - i) >= app.op.arity => {
                     let need = app.op.arity - app.args.len();
@@ -729,7 +750,14 @@ impl Evaluator {
                 def.pos,
             ));
         }
-        let r = self.nested(|ev| ev.eval(&def.body, scope));
+        // `nested`, written out so `eval` is inlined here on the common path.
+        self.nest += 1;
+        let r = if self.nest % GROW_EVERY == 0 {
+            self.nested_grow(|ev| ev.eval(&def.body, scope))
+        } else {
+            self.eval(&def.body, scope)
+        };
+        self.nest -= 1;
         self.call_depth -= 1;
         r.frame(Some(def.pos), || match &*def.name.borrow() {
             Some(n) => format!("while calling '{n}'"),
@@ -791,7 +819,49 @@ impl Evaluator {
 
     fn call_lambda(&mut self, c: &Rc<Closure>, arg: Value) -> EResult<Value> {
         let scope = self.bind_args(c, arg)?;
-        self.enter(&c.def, &scope)
+        let r = self.enter(&c.def, &scope);
+        self.recycle_scope(scope);
+        r
+    }
+
+    /// The one-slot scope a lambda `x: …` runs in, over `parent`; reuses a
+    /// pooled allocation when there is one.
+    #[inline]
+    fn arg_scope(&mut self, parent: &Env, arg: Value) -> Env {
+        if let Some(mut rc) = self.scope_pool.pop() {
+            // Pooled scopes are unique, empty and parentless.
+            if let Some(inner) = Rc::get_mut(&mut rc) {
+                inner.parent = Some(parent.clone());
+                inner.slots.get_mut().push(arg);
+                return Env(rc);
+            }
+        }
+        Env::new(Some(parent), smallvec::smallvec![arg])
+    }
+
+    /// Called when a call's scope is done with: if nothing captured it (no
+    /// closure or thunk holds it), empties it into the pool instead of freeing
+    /// it, and does the same for its parents as long as they were only kept
+    /// alive by it (the inner scopes of a curried call).
+    #[inline]
+    fn recycle_scope(&mut self, scope: Env) {
+        let mut rc = scope.0;
+        while self.scope_pool.len() < SCOPE_POOL {
+            let Some(inner) = Rc::get_mut(&mut rc) else {
+                return;
+            };
+            let slots = inner.slots.get_mut();
+            if inner.with.is_some() || slots.spilled() {
+                return;
+            }
+            slots.clear();
+            let parent = inner.parent.take();
+            self.scope_pool.push(rc);
+            match parent {
+                Some(p) => rc = p.0,
+                None => return,
+            }
+        }
     }
 
     /// Builds the scope a lambda's body runs in: the argument, or the formals
@@ -799,7 +869,7 @@ impl Evaluator {
     fn bind_args(&mut self, c: &Rc<Closure>, arg: Value) -> EResult<Env> {
         let def = &c.def;
         match &def.param {
-            IrParam::Ident(_) => Ok(Env::new(Some(&c.env), smallvec::smallvec![arg])),
+            IrParam::Ident(_) => Ok(self.arg_scope(&c.env, arg)),
             IrParam::Formals {
                 formals,
                 ellipsis,
@@ -921,15 +991,19 @@ pub fn test_eval(expr: &str) -> Result<String, String> {
     }
 }
 
-/// The value of a constant or of a variable that is already evaluated, without
-/// forcing anything.
-#[inline]
-fn peek(ir: &Ir, env: &Env) -> Option<Value> {
+/// The integer a constant or a variable holds, if it is one and already
+/// evaluated, without forcing, cloning or allocating anything.
+#[inline(always)]
+pub(crate) fn peek_int(ir: &Ir, env: &Env) -> Option<i64> {
     match ir {
-        Ir::Const(v) => Some(v.clone()),
-        Ir::Var { up, idx, .. } => match env.ancestor(*up).get(*idx) {
-            Value::Thunk(t) => t.value(),
-            v => Some(v),
+        Ir::Const(Value::Int(i)) => Some(*i),
+        Ir::Var { up, idx, .. } => match &env.ancestor(*up).0.slots.borrow()[*idx as usize] {
+            Value::Int(i) => Some(*i),
+            Value::Thunk(t) => match &*t.0.try_borrow().ok()? {
+                ThunkState::Done(Value::Int(i)) => Some(*i),
+                _ => None,
+            },
+            _ => None,
         },
         _ => None,
     }

@@ -77,6 +77,15 @@ impl Evaluator {
                 Ok(Value::Bool(self.expect_bool(&r).at_pos(pos)?))
             }
             _ => {
+                // Both operands already known integers (`n < 2`, `a - b`): no
+                // forcing, cloning or dropping of values needed.
+                if let Some(a) = super::peek_int(lhs, env) {
+                    if let Some(b) = super::peek_int(rhs, env) {
+                        if let Some(v) = int_fast_path(op, a, b) {
+                            return Ok(v);
+                        }
+                    }
+                }
                 let l = self.eval(lhs, env)?;
                 let r = self.eval(rhs, env)?;
                 self.binary_values(op, &l, &r).at_pos(pos)
@@ -632,6 +641,8 @@ pub(crate) fn int_fast_path(op: BinaryOp, a: i64, b: i64) -> Option<Value> {
         Add => Value::Int(a.checked_add(b)?),
         Sub => Value::Int(a.checked_sub(b)?),
         Mul => Value::Int(a.checked_mul(b)?),
+        // `None` for division by zero and overflow: the slow path reports them.
+        Div => Value::Int(a.checked_div(b)?),
         Lt => Value::Bool(a < b),
         Le => Value::Bool(a <= b),
         Gt => Value::Bool(a > b),
