@@ -138,10 +138,10 @@ impl Evaluator {
     /// `- * /` (and `+` on numbers), with overflow and division by zero as errors.
     pub fn arith(&mut self, op: BinaryOp, l: &Value, r: &Value) -> EResult<Value> {
         let name = match op {
-            BinaryOp::Add => "add",
-            BinaryOp::Sub => "subtract",
-            BinaryOp::Mul => "multiply",
-            _ => "divide",
+            BinaryOp::Add => "adding",
+            BinaryOp::Sub => "subtracting",
+            BinaryOp::Mul => "multiplying",
+            _ => "dividing",
         };
         match (l, r) {
             (Value::Int(a), Value::Int(b)) => {
@@ -160,7 +160,7 @@ impl Evaluator {
                 res.map(Value::Int).ok_or_else(|| {
                     EvalError::new(
                         ErrorKind::Eval,
-                        format!("integer overflow in {name}ing {a} and {b}"),
+                        format!("integer overflow in {name} {a} and {b}"),
                     )
                 })
             }
@@ -651,4 +651,24 @@ pub(crate) fn int_fast_path(op: BinaryOp, a: i64, b: i64) -> Option<Value> {
         NotEq => Value::Bool(a != b),
         _ => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::eval::testing::{fails, ok};
+
+    #[test]
+    fn integer_arithmetic_overflow_and_division() {
+        fails(
+            "9223372036854775807 + 1",
+            "integer overflow in adding 9223372036854775807 and 1",
+        );
+        fails(
+            "(-9223372036854775807 - 1) / (0 - 1)",
+            "integer overflow in dividing -9223372036854775808 and -1",
+        );
+        fails("let x = 7; in x / 0", "division by zero");
+        assert_eq!(ok("let a = -7; b = 2; in a / b"), "-3");
+        assert_eq!(ok("let a = 6; in a * 7 - 2"), "40");
+    }
 }
