@@ -636,16 +636,7 @@ fn valid_fixed(
     store: &LocalStore,
     d: &Derivation,
 ) -> Result<Option<BTreeMap<String, StorePath>>, Fail> {
-    let mut m = BTreeMap::new();
-    for (name, o) in &d.outputs {
-        match o.path() {
-            Some(p) if store.is_valid(p).map_err(|e| Fail::Msg(store_msg(&e)))? => {
-                m.insert(name.clone(), p.clone());
-            }
-            _ => return Ok(None),
-        }
-    }
-    Ok((!m.is_empty()).then_some(m))
+    rocmx_builder::realise::valid_fixed_outputs(store, d).map_err(|e| Fail::Msg(store_msg(&e)))
 }
 
 /// Reads and parses the `.drv` file `p` from the store.

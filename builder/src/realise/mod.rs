@@ -485,14 +485,10 @@ impl<'a> Realiser<'a> {
                 let drv = graph[n].drv.clone();
                 match r {
                     Ok(outputs) => {
-                        for p in outputs.values() {
-                            if let Err(e) = self.temp_root(p) {
-                                first_failure.get_or_insert(drv.clone());
-                                self.fail(graph, n, e.into());
-                                continue;
-                            }
-                        }
-                        if self.failed.contains_key(&drv) {
+                        // One failure at most, whichever output could not be rooted.
+                        if let Err(e) = outputs.values().try_for_each(|p| self.temp_root(p)) {
+                            first_failure.get_or_insert(drv.clone());
+                            self.fail(graph, n, e.into());
                             continue;
                         }
                         self.events.event(&Event::Built {
@@ -673,27 +669,16 @@ impl<'a> Realiser<'a> {
         Ok(d)
     }
 
-    /// The outputs, when every output is fixed and valid.
+    /// The outputs, when every output is fixed and valid (then rooted).
     fn valid_fixed(
         &mut self,
         d: &Derivation,
     ) -> Result<Option<BTreeMap<String, StorePath>>, BuildError> {
-        if d.outputs.is_empty() {
-            return Ok(None);
-        }
-        let mut out = BTreeMap::new();
-        for (o, spec) in &d.outputs {
-            match spec.path() {
-                Some(p) if self.store.is_valid(p)? => {
-                    out.insert(o.clone(), p.clone());
-                }
-                _ => return Ok(None),
-            }
-        }
-        for p in out.values() {
+        let out = valid_fixed_outputs(self.store, d)?;
+        for p in out.iter().flat_map(|m| m.values()) {
             self.temp_root(p)?;
         }
-        Ok(Some(out))
+        Ok(out)
     }
 
     /// The recorded realisations of every output under `key`, if all are there and valid.
@@ -718,6 +703,24 @@ impl<'a> Realiser<'a> {
         }
         Ok(Some(out))
     }
+}
+
+/// The outputs of `d` when it has some and they are all fixed and valid: such a
+/// derivation needs nothing built, not even its inputs.
+pub fn valid_fixed_outputs(
+    store: &LocalStore,
+    d: &Derivation,
+) -> Result<Option<BTreeMap<String, StorePath>>, StoreError> {
+    let mut out = BTreeMap::new();
+    for (o, spec) in &d.outputs {
+        match spec.path() {
+            Some(p) if store.is_valid(p)? => {
+                out.insert(o.clone(), p.clone());
+            }
+            _ => return Ok(None),
+        }
+    }
+    Ok((!out.is_empty()).then_some(out))
 }
 
 /// The derivation's `name`, or its file name without `.drv`.
