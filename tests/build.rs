@@ -6,8 +6,11 @@
 //! The tests skip, saying why, when busybox is missing or the kernel refuses user
 //! namespaces (the sandbox needs them).
 
+mod common;
+use common::{err, make_writable, out};
+
 use std::fs;
-use std::os::unix::fs::{symlink, PermissionsExt};
+use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
@@ -145,29 +148,6 @@ impl Drop for Fixture {
     fn drop(&mut self) {
         make_writable(self.dir.path());
     }
-}
-
-fn make_writable(p: &Path) {
-    if let Ok(m) = fs::symlink_metadata(p) {
-        if m.is_dir() {
-            let _ = fs::set_permissions(p, fs::Permissions::from_mode(0o755));
-            if let Ok(rd) = fs::read_dir(p) {
-                for e in rd.flatten() {
-                    make_writable(&e.path());
-                }
-            }
-        } else if m.is_file() {
-            let _ = fs::set_permissions(p, fs::Permissions::from_mode(0o644));
-        }
-    }
-}
-
-fn out(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn err(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// Whether builds can run here: busybox exists and a trivial build succeeds. When it

@@ -15,6 +15,9 @@
 //!   print the same path; the store verifies clean with exactly that path valid.
 
 use std::collections::{BTreeMap, BTreeSet};
+mod common;
+use common::make_writable;
+
 use std::fs;
 use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -56,19 +59,6 @@ impl Rng {
         for chunk in buf.chunks_mut(8) {
             let v = self.next().to_le_bytes();
             chunk.copy_from_slice(&v[..chunk.len()]);
-        }
-    }
-}
-
-fn make_writable(p: &Path) {
-    if let Ok(m) = fs::symlink_metadata(p) {
-        if m.is_dir() {
-            let _ = fs::set_permissions(p, fs::Permissions::from_mode(0o755));
-            if let Ok(rd) = fs::read_dir(p) {
-                for e in rd.flatten() {
-                    make_writable(&e.path());
-                }
-            }
         }
     }
 }

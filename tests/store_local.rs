@@ -5,6 +5,9 @@
 //! see its temporary roots (gc, delete) runs.
 
 use std::collections::BTreeSet;
+mod common;
+use common::{err, make_writable, out};
+
 use std::fs;
 use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -92,29 +95,6 @@ impl Drop for TestStore {
     fn drop(&mut self) {
         make_writable(self.dir.path());
     }
-}
-
-fn make_writable(p: &Path) {
-    if let Ok(m) = fs::symlink_metadata(p) {
-        if m.is_dir() {
-            let _ = fs::set_permissions(p, fs::Permissions::from_mode(0o755));
-            if let Ok(rd) = fs::read_dir(p) {
-                for e in rd.flatten() {
-                    make_writable(&e.path());
-                }
-            }
-        } else if m.is_file() {
-            let _ = fs::set_permissions(p, fs::Permissions::from_mode(0o644));
-        }
-    }
-}
-
-fn out(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn err(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 fn lines(s: &str) -> Vec<String> {
