@@ -6,6 +6,12 @@
 //! outputs (floating, content-addressed, unless `outputHash` makes them fixed),
 //! the `.drv` text object and its path. It must not build anything.
 //!
+//! Output names are checked as Nix checks them (no duplicates, not `drv`/`drvPath`, at
+//! least one; without structured attributes they are the words of the coerced value)
+//! and, beyond Nix 2.8, must be valid store path names, so that every `.drv` written
+//! here parses again. With `__structuredAttrs` the attributes go to `__json` (paths
+//! copied, string contexts kept as inputs) instead of the environment.
+//!
 //! Outputs are floating: in the environment an output is Nix's hash placeholder
 //! (`/1rz4g4…` for `out`), and `outPath` is a store-path-shaped placeholder derived
 //! from the `.drv` path and the output name, which resolution replaces by the
@@ -138,25 +144,23 @@ fn build(ev: &mut Evaluator, attrs: &Attrs, name: &str) -> EResult<Value> {
                 }
                 continue;
             }
-            "outputs" => {
-                let list = ev.expect_list(&forced)?;
-                let mut outs = Vec::new();
+            "outputs" if structured => {
+                // A list of strings, each one output (Nix's `forceStringNoCtx`).
+                let list = ev.expect_list(&forced).frame(None, || {
+                    format!("while evaluating attribute '{key}' of derivation '{name}'")
+                })?;
+                let mut names = Vec::new();
                 for x in list.iter() {
-                    let o = coerce(ev, x, &mut ctx)?;
-                    if o == "drv" || o == "drvPath" {
-                        return Err(err(format!("invalid derivation output name '{o}'")));
-                    }
-                    if outs.contains(&o) {
-                        return Err(err(format!("duplicate derivation output '{o}'")));
-                    }
-                    rocmx_store::path::validate_name(&output_path_name(name, &o))
-                        .map_err(|e| err(format!("invalid derivation output name '{o}': {e}")))?;
-                    outs.push(o);
+                    let o = ev.expect_string(x).frame(None, || {
+                        format!("while evaluating attribute '{key}' of derivation '{name}'")
+                    })?;
+                    names.push(o.as_str().to_string());
                 }
-                if outs.is_empty() {
-                    return Err(err("derivation cannot have an empty set of outputs"));
-                }
-                outputs = outs;
+                outputs = checked_outputs(name, names)
+                    .at_pos_opt(attrs.get_pos(key))
+                    .frame(None, || {
+                        format!("while evaluating attribute '{key}' of derivation '{name}'")
+                    })?;
             }
             _ => {}
         }
@@ -174,6 +178,16 @@ fn build(ev: &mut Evaluator, attrs: &Attrs, name: &str) -> EResult<Value> {
             Some(coerce(ev, &forced, &mut ctx)?)
         };
         if let Some(s) = s {
+            if key == "outputs" {
+                // Without structured attributes the outputs are the words of the
+                // coerced value (Nix tokenises it on whitespace).
+                let words = s.split([' ', '\t', '\n', '\r']).filter(|w| !w.is_empty());
+                outputs = checked_outputs(name, words.map(str::to_string).collect())
+                    .at_pos_opt(attrs.get_pos(key))
+                    .frame(None, || {
+                        format!("while evaluating attribute '{key}' of derivation '{name}'")
+                    })?;
+            }
             match key {
                 "builder" => builder = Some(s.clone()),
                 "system" => system = Some(s.clone()),
@@ -189,7 +203,10 @@ fn build(ev: &mut Evaluator, attrs: &Attrs, name: &str) -> EResult<Value> {
     }
     if structured {
         let set = Value::attrs(Attrs::from_sorted(json_attrs));
-        let json = super::value_to_json(ev, &set)?;
+        // Paths are copied to the store and every string context met is an input,
+        // as for the attributes of an unstructured derivation.
+        let (json, json_ctx) = super::json::value_to_json(ev, &set, true)?;
+        ctx.extend(&json_ctx);
         env.insert("__json".into(), json);
     }
     let builder = builder.ok_or_else(|| err("required attribute 'builder' missing"))?;
@@ -294,6 +311,46 @@ fn build(ev: &mut Evaluator, attrs: &Attrs, name: &str) -> EResult<Value> {
     Ok(Value::attrs(Attrs::from_unsorted(result)))
 }
 
+/// Checks the output names of derivation `drv_name`, in order, as Nix does: no
+/// duplicates, not `drv` (refused by the `.drv` parser; Nix < 2.19 refuses it) nor
+/// `drvPath` (it would hide the attribute of that name; Nix >= 2.19 refuses it), at
+/// least one. Beyond Nix, each name must itself be a valid store path name (Nix's
+/// documented rule, which the `.drv` parser enforces: no `/`, no leading `.`, not
+/// empty), and so must the output's path name `<drv_name>-<output>`.
+fn checked_outputs(drv_name: &str, names: Vec<String>) -> EResult<Vec<String>> {
+    let mut outs: Vec<String> = Vec::with_capacity(names.len());
+    for o in names {
+        if outs.contains(&o) {
+            return Err(err(format!("duplicate derivation output '{o}'")));
+        }
+        if o == "drv" || o == "drvPath" {
+            return Err(err(format!("invalid derivation output name '{o}'")));
+        }
+        rocmx_store::path::validate_name(&o)
+            .and_then(|()| rocmx_store::path::validate_name(&output_path_name(drv_name, &o)))
+            .map_err(|e| err(format!("invalid derivation output name '{o}': {e}")))?;
+        outs.push(o);
+    }
+    if outs.is_empty() {
+        return Err(err("derivation cannot have an empty set of outputs"));
+    }
+    Ok(outs)
+}
+
+/// Sets an error's position when one is known.
+trait AtPosOpt<T> {
+    fn at_pos_opt(self, pos: Option<crate::eval::ir::Pos>) -> EResult<T>;
+}
+
+impl<T> AtPosOpt<T> for EResult<T> {
+    fn at_pos_opt(self, pos: Option<crate::eval::ir::Pos>) -> EResult<T> {
+        match pos {
+            Some(p) => self.at_pos(p),
+            None => self,
+        }
+    }
+}
+
 fn parse_store_path(p: &str) -> EResult<StorePath> {
     StorePath::from_absolute(p).map_err(|e| err(format!("'{p}' is not a valid store path: {e}")))
 }
@@ -329,4 +386,135 @@ fn parse_output_hash(h: &str, algo: Option<&str>) -> EResult<Hash> {
         None => Hash::parse(h),
     };
     parsed.map_err(|e| err(format!("invalid 'outputHash' '{h}': {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::eval::testing::{fails, ok};
+
+    /// `derivationStrict` over a minimal set plus `extra`, printed.
+    fn strict(extra: &str) -> String {
+        format!(
+            "builtins.attrNames (derivationStrict {{ name = \"a\"; system = \"x\"; builder = \"b\"; {extra} }})"
+        )
+    }
+
+    /// The same through `derivation`, forcing only `drvPath` (as `nix-instantiate` does).
+    fn wrapped(extra: &str) -> String {
+        format!(
+            "builtins.seq (derivation {{ name = \"a\"; system = \"x\"; builder = \"b\"; {extra} }}).drvPath 1"
+        )
+    }
+
+    #[test]
+    fn output_names_that_are_not_store_path_names_are_refused() {
+        for bad in ["..", ".", ".x", "a/b", "é", "a$b"] {
+            fails(
+                &wrapped(&format!("outputs = [ \"{bad}\" ];")),
+                &format!("invalid derivation output name '{bad}'"),
+            );
+            fails(
+                &strict(&format!(
+                    "__structuredAttrs = true; outputs = [ \"{bad}\" ];"
+                )),
+                &format!("invalid derivation output name '{bad}'"),
+            );
+        }
+        // An empty name is a refused name with structured attributes; without, the
+        // outputs are the words of the coerced list (Nix's tokenisation): none.
+        fails(
+            &strict("__structuredAttrs = true; outputs = [ \"\" ];"),
+            "invalid derivation output name ''",
+        );
+        fails(
+            &strict("outputs = [ \"\" ];"),
+            "derivation cannot have an empty set of outputs",
+        );
+        fails(
+            &wrapped("outputs = [ \"\" ];"),
+            "derivation cannot have an empty set of outputs",
+        );
+    }
+
+    #[test]
+    fn reserved_duplicate_and_empty_outputs_are_refused() {
+        for reserved in ["drv", "drvPath"] {
+            fails(
+                &strict(&format!("outputs = [ \"{reserved}\" ];")),
+                &format!("invalid derivation output name '{reserved}'"),
+            );
+        }
+        fails(
+            &strict("outputs = [ \"out\" \"dev\" \"out\" ];"),
+            "duplicate derivation output 'out'",
+        );
+        fails(
+            &strict("__structuredAttrs = true; outputs = [ \"out\" \"out\" ];"),
+            "duplicate derivation output 'out'",
+        );
+        fails(
+            &strict("outputs = [ ];"),
+            "derivation cannot have an empty set of outputs",
+        );
+        fails(
+            &strict("__structuredAttrs = true; outputs = [ ];"),
+            "derivation cannot have an empty set of outputs",
+        );
+        // The error points at the `outputs` attribute.
+        let e = strict("outputs = [ \"..\" ];");
+        let col = e.find("outputs").map_or(0, |i| i + 1);
+        fails(&e, &format!("at «string»:1:{col}:"));
+        // Structured outputs must be a list of strings.
+        fails(
+            &strict("__structuredAttrs = true; outputs = \"out\";"),
+            "expected a list but found a string",
+        );
+    }
+
+    #[test]
+    fn unstructured_outputs_are_the_words_of_the_coerced_value() {
+        assert_eq!(
+            ok(&strict("outputs = \"out  dev\\n\";")),
+            "[ \"dev\" \"drvPath\" \"out\" ]"
+        );
+        assert_eq!(
+            ok(&strict("outputs = [ \"\" \"out\" \"bin lib\" ];")),
+            "[ \"bin\" \"drvPath\" \"lib\" \"out\" ]"
+        );
+    }
+
+    #[test]
+    fn structured_attributes_keep_their_string_contexts_as_inputs() {
+        // A dependency named only inside the JSON is still an input of the `.drv`.
+        let e = "let d = derivationStrict { name = \"d\"; system = \"x\"; builder = \"b\"; }; \
+                 e = derivationStrict { name = \"e\"; system = \"x\"; builder = \"b\"; \
+                 __structuredAttrs = true; deps = [ d.out ]; }; \
+                 in [ (builtins.readFile e.drvPath) d.drvPath ]";
+        let printed = ok(e);
+        let (text, drv) = printed
+            .trim_start_matches("[ \"")
+            .trim_end_matches("\" ]")
+            .rsplit_once("\" \"")
+            .expect("two strings");
+        assert!(
+            text.contains(&format!("[(\\\"{drv}\\\",[\\\"out\\\"])]")),
+            "{text} should name {drv} as an input"
+        );
+    }
+
+    #[test]
+    fn accepted_output_names_give_a_drv_that_parses_back() {
+        // A `=drv` context makes a dependent derivation read the first one's `.drv`
+        // back with the store's ATerm parser.
+        let e = "let d = derivationStrict { name = \"a\"; system = \"x\"; builder = \"b\"; \
+                 outputs = [ \"out\" \"dev-1\" \"x.y\" \"_u\" \"a+b=c?\" ]; }; \
+                 e = derivationStrict { name = \"e\"; system = \"x\"; builder = \"b\"; dep = d.drvPath; }; \
+                 in builtins.attrNames d";
+        assert_eq!(
+            ok(e),
+            "[ \"_u\" \"a+b=c?\" \"dev-1\" \"drvPath\" \"out\" \"x.y\" ]"
+        );
+        let forced = e.replace("in builtins.attrNames d", "in builtins.seq e.drvPath true");
+        assert_eq!(ok(&forced), "true");
+    }
 }
