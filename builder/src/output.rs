@@ -500,26 +500,6 @@ pub fn rewrite_tree(root: &Path, from: &[u8], to: &[u8]) -> Result<(), OutputErr
     Ok(())
 }
 
-/// Removes a tree even where directories are read-only (as normalised outputs are).
-pub fn remove_tree(path: &Path) {
-    if fs::remove_dir_all(path).is_ok() || fs::symlink_metadata(path).is_err() {
-        return;
-    }
-    let _ = fs::remove_file(path);
-    let mut stack = vec![path.to_path_buf()];
-    while let Some(p) = stack.pop() {
-        if let Ok(m) = fs::symlink_metadata(&p) {
-            if m.is_dir() {
-                let _ = fs::set_permissions(&p, fs::Permissions::from_mode(0o755));
-                if let Ok(rd) = fs::read_dir(&p) {
-                    stack.extend(rd.flatten().map(|e| e.path()));
-                }
-            }
-        }
-    }
-    let _ = fs::remove_dir_all(path);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -568,7 +548,7 @@ mod tests {
             PathBuf::from(format!("/rocmx/store/{to}-x"))
         );
         assert!(root.join(format!("n{to}")).exists());
-        remove_tree(&root);
+        rocmx_store::tree::remove_tree(&root).unwrap();
         assert!(!root.exists());
     }
 }

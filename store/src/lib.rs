@@ -35,6 +35,7 @@ pub mod modulo;
 pub mod nar;
 pub mod nixbase32;
 pub mod path;
+pub mod tree;
 
 pub use derivation::{Derivation, DerivationError, DerivationOutput};
 pub use hash::{Encoding, Hash, HashAlgo, HashError, Hasher, HashingWriter};

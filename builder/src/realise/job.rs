@@ -108,14 +108,14 @@ impl DirPool {
             for e in fs::read_dir(base)? {
                 let e = e?;
                 if e.file_name() != "build" && e.file_name() != "stage" {
-                    output::remove_tree(&e.path());
+                    remove_tree(&e.path())?;
                 }
             }
             for (sub, mode) in [("build", 0o700), ("stage", 0o755)] {
                 let d = base.join(sub);
                 fs::set_permissions(&d, fs::Permissions::from_mode(mode))?;
                 for e in fs::read_dir(&d)? {
-                    output::remove_tree(&e?.path());
+                    remove_tree(&e?.path())?;
                 }
                 if fs::read_dir(&d)?.next().is_some() {
                     return Err(io::Error::other("not empty"));
@@ -132,7 +132,7 @@ impl DirPool {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .push(base.to_path_buf()),
-            Err(_) => output::remove_tree(base),
+            Err(_) => remove_or_warn(base),
         }
     }
 
@@ -140,8 +140,25 @@ impl DirPool {
     pub(super) fn clear(&self) {
         let free = std::mem::take(&mut *self.free.lock().unwrap_or_else(|e| e.into_inner()));
         for d in free {
-            output::remove_tree(&d);
+            remove_or_warn(&d);
         }
+    }
+}
+
+/// Removes a tree of any depth and modes (the workspace's one removal), as an
+/// [`io::Result`].
+fn remove_tree(path: &Path) -> io::Result<()> {
+    rocmx_store::tree::remove_tree(path).map_err(|e| io::Error::other(e.to_string()))
+}
+
+/// Removes a build directory that is not needed any more; a failure is a warning (on
+/// standard error), never an error: a leftover must not stop this or later builds.
+fn remove_or_warn(path: &Path) {
+    if let Err(e) = rocmx_store::tree::remove_tree(path) {
+        eprintln!(
+            "warning: could not remove the build directory {}: {e}; remove it by hand",
+            path.display()
+        );
     }
 }
 
@@ -171,7 +188,7 @@ fn remove_stale(builds: &Path) {
             Err(nix::errno::Errno::ESRCH)
         );
         if gone {
-            output::remove_tree(&e.path());
+            remove_or_warn(&e.path());
         }
     }
 }
@@ -404,6 +421,16 @@ fn run_sandboxed(
         Ok(outcome) if outcome.status.success() => Ok(None),
         Ok(outcome) => Ok(Some(outcome.status.to_string())),
         Err(e @ (SandboxError::Timeout(_) | SandboxError::Silent(_))) => Ok(Some(e.to_string())),
+        // The output cannot be accepted (nested too deeply…): name the output.
+        Err(SandboxError::Output { path, source }) => Err(BuildError::Output {
+            drv: job.drv.clone(),
+            output: outs
+                .iter()
+                .find(|o| o.host == path)
+                .map(|o| o.name.clone())
+                .unwrap_or_default(),
+            source: Box::new(OutputError::Store(source.into())),
+        }),
         Err(e) => Err(e.into()),
     }
 }
@@ -497,7 +524,8 @@ fn finish_floating(
             .expect("processed outputs are the job's")
             .host;
         if already {
-            output::remove_tree(host);
+            // Left for the build directory's cleanup if it fails.
+            let _ = remove_tree(host);
             store.add_temp_root(&p.path)?;
         } else {
             store.register_built(
@@ -567,7 +595,11 @@ fn compare(
             dest.push(".check");
             let dest = PathBuf::from(dest);
             if fs::symlink_metadata(&dest).is_ok() {
-                output::remove_tree(&dest);
+                remove_tree(&dest).map_err(|e| BuildError::Io {
+                    action: "removing the previous checked output",
+                    path: dest.clone(),
+                    source: io::Error::other(e.to_string()),
+                })?;
             }
             fs::rename(host, &dest).map_err(io_err("keeping the checked output at", &dest))?;
             kept = Some(dest);

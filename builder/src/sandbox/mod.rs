@@ -254,6 +254,18 @@ pub enum SandboxError {
     /// A setup step failed, on the host or inside the sandbox.
     #[error("sandbox setup failed: {0}: {errno}", errno = errno_of(.1))]
     Setup(String, #[source] io::Error),
+    /// An output the builder left cannot be accepted: it is nested deeper than a store
+    /// object may be ([`rocmx_store::tree::MAX_DEPTH`]), or it could not be walked to
+    /// clear its setuid bits. The message is the real cause; `path` is the output's host
+    /// path, for the caller to name the output.
+    #[error("{source}")]
+    Output {
+        /// The output's host path.
+        path: PathBuf,
+        /// Why it cannot be accepted.
+        #[source]
+        source: rocmx_store::tree::TreeError,
+    },
     /// The builder could not be executed.
     #[error("{0}: {errno}", errno = errno_of(.1))]
     Exec(String, #[source] io::Error),
@@ -702,10 +714,7 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
                     "moving the output to {}",
                     out_host.display()
                 )))?;
-                strip_setid(out_host).map_err(setup_err(format!(
-                    "clearing setuid bits in {}",
-                    out_host.display()
-                )))?;
+                strip_setid(out_host)?;
             }
         }
         Ok(())

@@ -2,55 +2,33 @@
 //!
 //! Owns: [`Staging`] (made next to the outputs, or lent by the caller; bound at the
 //! outputs' inside directory), clearing setuid bits of outputs, and removing trees the
-//! builder may have made read-only.
+//! builder may have made read-only (both through `rocmx_store::tree`, at any depth).
 //!
 //! Must not: mount anything or run code in the sandbox (that is `child.rs`).
 
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use nix::unistd::geteuid;
 
 use super::{errno_of, SandboxError};
 
-/// Removes a directory tree even where the builder made directories read-only.
-pub(super) fn remove_tree(path: &Path) {
-    if std::fs::remove_dir_all(path).is_ok() || !path.exists() {
-        return;
-    }
-    fn make_writable(p: &Path) {
-        if let Ok(m) = std::fs::symlink_metadata(p) {
-            if m.is_dir() {
-                let _ = std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o700));
-                if let Ok(rd) = std::fs::read_dir(p) {
-                    for e in rd.flatten() {
-                        make_writable(&e.path());
-                    }
-                }
-            }
-        }
-    }
-    make_writable(path);
-    let _ = std::fs::remove_dir_all(path);
+/// Removes a tree the builder may have left: any depth, any modes (see
+/// [`rocmx_store::tree::remove_tree`]). Failures are left for the caller's next cleanup.
+fn remove_tree(path: &Path) {
+    let _ = rocmx_store::tree::remove_tree(path);
 }
 
-/// Clears setuid and setgid bits below `path` (symlinks are left alone).
-pub(super) fn strip_setid(path: &Path) -> io::Result<()> {
-    let m = std::fs::symlink_metadata(path)?;
-    if m.file_type().is_symlink() {
-        return Ok(());
-    }
-    let mode = m.permissions().mode();
-    if mode & 0o6000 != 0 {
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode & 0o1777))?;
-    }
-    if m.is_dir() {
-        for e in std::fs::read_dir(path)? {
-            strip_setid(&e?.path())?;
-        }
-    }
-    Ok(())
+/// Clears setuid and setgid bits below the output `path` (symlinks are left alone),
+/// refusing an output nested deeper than a store object may be
+/// ([`rocmx_store::tree::MAX_DEPTH`]). Works through directory descriptors, so neither
+/// depth nor path length can crash it.
+pub(super) fn strip_setid(path: &Path) -> Result<(), SandboxError> {
+    rocmx_store::tree::clear_setid_bits(path).map_err(|source| SandboxError::Output {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// The staging directory next to the output; removed on drop, or only emptied when it
@@ -143,5 +121,58 @@ impl Drop for Staging {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nix::fcntl::{openat, OFlag};
+    use nix::sys::stat::{fchmod, mkdirat, Mode};
+
+    /// Makes `root` with a chain of `a` directories below it, `levels` deep in all,
+    /// through descriptors (the paths exceed `PATH_MAX`); some levels are left 0500 or
+    /// 0000, as a hostile builder might.
+    fn chain(root: &Path, levels: usize) {
+        std::fs::create_dir(root).expect("mkdir");
+        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW;
+        let mut cur = openat(nix::fcntl::AT_FDCWD, root, flags, Mode::empty()).expect("open");
+        for i in 1..levels {
+            mkdirat(&cur, "a", Mode::from_bits_truncate(0o755)).expect("mkdirat");
+            let next = openat(&cur, "a", flags, Mode::empty()).expect("openat");
+            if i % 5000 == 0 {
+                let mode = if i % 10000 == 0 { 0o000 } else { 0o500 };
+                fchmod(&cur, Mode::from_bits_truncate(mode)).expect("fchmod");
+            }
+            cur = next;
+        }
+    }
+
+    #[test]
+    fn deep_outputs_are_refused_with_the_cause_and_removed_on_a_small_stack() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let staging = Staging::create(&tmp.path().join("out")).expect("staging");
+        let out = staging.dir.join("out");
+        chain(&out, 20_000);
+        let o = out.clone();
+        let e = std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(move || strip_setid(&o))
+            .expect("spawn")
+            .join()
+            .expect("no panic")
+            .expect_err("too deep");
+        assert!(matches!(e, SandboxError::Output { ref path, .. } if *path == out), "{e}");
+        let msg = e.to_string();
+        assert!(msg.contains("is nested deeper than 2048 levels"), "{msg}");
+        assert!(!msg.contains("sandbox setup failed"), "{msg}");
+        let dir = staging.dir.clone();
+        std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(move || drop(staging))
+            .expect("spawn")
+            .join()
+            .expect("no panic");
+        assert!(std::fs::symlink_metadata(dir).is_err(), "removed on drop");
     }
 }

@@ -69,6 +69,9 @@ pub enum StoreError {
     /// A store path or name is malformed.
     #[error(transparent)]
     Path(#[from] StorePathError),
+    /// Walking or removing a tree failed, or it is nested too deeply.
+    #[error(transparent)]
+    Tree(#[from] crate::tree::TreeError),
     /// A file that the store cannot hold.
     #[error(
         "cannot add {path:?}: it is a {kind}; only regular files, directories and symlinks \

@@ -2,7 +2,7 @@
 //!
 //! Owns: the canonical metadata of store files (mode 0444, or 0555 for executables and
 //! directories; mtime 1; no setuid, setgid or sticky bit), fsync of files and directories
-//! (`syncfs` for big trees), making read-only trees writable again to remove them, disk
+//! (`syncfs` for big trees), removal (re-exported from [`crate::tree`], which owns it), disk
 //! usage, and [`TempDir`], the scratch directory inside the store that removes itself
 //! unless its content was moved out.
 //!
@@ -71,17 +71,26 @@ pub fn chmod(path: &Path, mode: u32) -> Result<(), StoreError> {
 }
 
 /// Normalises the tree at `root` in place: modes, times; directories last so that their
-/// times stick. Refuses special files.
+/// times stick. Refuses special files and trees nested deeper than
+/// [`crate::tree::MAX_DEPTH`] (before changing anything at a deeper level).
 pub fn normalise_tree(root: &Path) -> Result<(), StoreError> {
     let mut dirs = Vec::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(p) = stack.pop() {
+    // Paths with their levels (the root is level 1).
+    let mut stack = vec![(root.to_path_buf(), 1usize)];
+    while let Some((p, level)) = stack.pop() {
+        if level > crate::tree::MAX_DEPTH {
+            return Err(crate::tree::TreeError::TooDeep {
+                path: root.to_path_buf(),
+                max: crate::tree::MAX_DEPTH,
+            }
+            .into());
+        }
         let m = fs::symlink_metadata(&p).map_err(StoreError::io("reading", &p))?;
         let ft = m.file_type();
         if ft.is_dir() {
             chmod(&p, 0o755)?;
             for e in fs::read_dir(&p).map_err(StoreError::io("listing", &p))? {
-                stack.push(e.map_err(StoreError::io("listing", &p))?.path());
+                stack.push((e.map_err(StoreError::io("listing", &p))?.path(), level + 1));
             }
             dirs.push(p);
         } else if ft.is_file() {
@@ -179,29 +188,9 @@ pub fn disk_usage(path: &Path) -> u64 {
     total
 }
 
-/// Removes `path` (a file, symlink or read-only tree) after making its directories
-/// writable. A missing path is not an error.
-pub fn remove_tree(path: &Path) -> Result<(), StoreError> {
-    let m = match fs::symlink_metadata(path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(StoreError::io("reading", path)(e)),
-    };
-    if !m.is_dir() {
-        return fs::remove_file(path).map_err(StoreError::io("removing", path));
-    }
-    let mut stack = vec![path.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        chmod(&d, 0o755)?;
-        for e in fs::read_dir(&d).map_err(StoreError::io("listing", &d))? {
-            let e = e.map_err(StoreError::io("listing", &d))?;
-            if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
-                stack.push(e.path());
-            }
-        }
-    }
-    fs::remove_dir_all(path).map_err(StoreError::io("removing", path))
-}
+/// Removes `path` (a file, symlink or read-only tree of any depth); a missing path is not
+/// an error. The one removal of the workspace, see [`crate::tree::remove_tree`].
+pub use crate::tree::remove_tree;
 
 static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
@@ -355,6 +344,22 @@ mod tests {
         remove_tree(&root).expect("remove");
         assert!(!root.exists());
         remove_tree(&root).expect("missing is fine");
+    }
+
+    #[test]
+    fn removes_20000_level_trees_on_a_small_stack() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let root = tmp.path().join("deep");
+        drop(crate::tree::make_chain(&root, 20_000, "a"));
+        let r = root.clone();
+        std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(move || remove_tree(&r))
+            .expect("spawn")
+            .join()
+            .expect("no panic")
+            .expect("removed");
+        assert!(fs::symlink_metadata(&root).is_err());
     }
 
     #[test]

@@ -7,8 +7,9 @@
 //! source file's size, inode and change time against the scan, so that the copy is
 //! exactly what was hashed or the add fails with [`StoreError::SourceChanged`].
 //!
-//! Must not: follow symlinks, write anywhere but the destination, or read a file twice
-//! in one pass. The NAR it hashes is byte-identical to [`crate::nar::dump_path`]'s (the
+//! Must not: follow symlinks, write anywhere but the destination, read a file twice
+//! in one pass, recurse natively, or accept a tree deeper than
+//! [`crate::tree::MAX_DEPTH`]. The NAR it hashes is byte-identical to [`crate::nar::dump_path`]'s (the
 //! tests check this).
 
 use std::ffi::OsString;
@@ -269,7 +270,11 @@ fn walk(src: &Path, h: &mut NarHasher) -> Result<Vec<Entry>, StoreError> {
     if let Some(f) = node(src, PathBuf::new(), h, &mut entries)? {
         stack.push(f);
     }
-    while let Some(top) = stack.last_mut() {
+    loop {
+        let depth = stack.len();
+        let Some(top) = stack.last_mut() else {
+            break;
+        };
         let Some(name) = top.names.get(top.next) else {
             stack.pop();
             e(h.str(b")"))?;
@@ -280,6 +285,14 @@ fn walk(src: &Path, h: &mut NarHasher) -> Result<Vec<Entry>, StoreError> {
         };
         top.next += 1;
         let rel = top.rel.join(name);
+        // The entry sits at level `stack.len() + 1` (the root is level 1).
+        if depth >= crate::tree::MAX_DEPTH {
+            return Err(crate::tree::TreeError::TooDeep {
+                path: src.to_path_buf(),
+                max: crate::tree::MAX_DEPTH,
+            }
+            .into());
+        }
         e(h.strs(&[b"entry", b"(", b"name", name.as_bytes(), b"node"]))?;
         match node(src, rel, h, &mut entries)? {
             Some(f) => stack.push(f),

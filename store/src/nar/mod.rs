@@ -163,6 +163,16 @@ pub enum NarError {
         /// Offset of the entry that goes too deep.
         offset: u64,
     },
+    /// A tree to archive is nested deeper than [`MAX_DEPTH`] levels (its root is level
+    /// 1): no reader would accept its archive.
+    #[error(
+        "{path:?} is nested deeper than {MAX_DEPTH} levels, the most a NAR may hold \
+         (its root is level 1)"
+    )]
+    TreeTooDeep {
+        /// The tree's root.
+        path: PathBuf,
+    },
     /// Bytes after the root node.
     #[error("NAR has trailing bytes at byte {offset}")]
     TrailingBytes {

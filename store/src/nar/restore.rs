@@ -129,11 +129,7 @@ pub fn restore<R: Read>(reader: R, dest: &Path) -> Result<u64, NarError> {
     };
     let result = parse(reader, &mut r);
     if result.is_err() && r.created_root {
-        let _ = match fs::symlink_metadata(dest) {
-            Ok(m) if m.file_type().is_dir() => fs::remove_dir_all(dest),
-            Ok(_) => fs::remove_file(dest),
-            Err(e) => Err(e),
-        };
+        let _ = crate::tree::remove_tree(dest);
     }
     result
 }

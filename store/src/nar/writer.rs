@@ -1,6 +1,7 @@
 //! The streaming NAR writer: a filesystem path (or in-memory bytes) to an [`io::Write`].
 //!
-//! Owns: walking a tree without recursion (deep trees cannot exhaust the stack), sorting
+//! Owns: walking a tree without recursion (deep trees cannot exhaust the stack) and no
+//! deeper than the reader accepts ([`MAX_DEPTH`]), sorting
 //! entries by name bytes, the executable bit (owner `x`), symlink targets, file contents
 //! streamed in large chunks so that a BLAKE3 sink can hash them on several threads.
 //!
@@ -13,7 +14,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use super::{NarError, MAGIC};
+use super::{NarError, MAGIC, MAX_DEPTH};
 use crate::hash::{Hash, HashAlgo, HashingWriter};
 
 /// Size of the chunks in which file contents are read and written.
@@ -89,7 +90,11 @@ pub fn dump_path_filtered<W: Write>(
     if let Some(frame) = node(&mut t, path, &mut buf)? {
         stack.push(frame);
     }
-    while let Some(top) = stack.last_mut() {
+    loop {
+        let depth = stack.len();
+        let Some(top) = stack.last_mut() else {
+            break;
+        };
         let Some(name) = top.names.get(top.next) else {
             stack.pop();
             t.str(b")")?; // closes the directory node
@@ -108,6 +113,13 @@ pub fn dump_path_filtered<W: Write>(
         };
         if !filter(&child, kind) {
             continue;
+        }
+        // The entry sits at level `stack.len() + 1` (the root is level 1); the reader
+        // refuses the same entries.
+        if depth >= MAX_DEPTH {
+            return Err(NarError::TreeTooDeep {
+                path: path.to_path_buf(),
+            });
         }
         t.strs(&[b"entry", b"(", b"name", name.as_bytes(), b"node"])?;
         match node(&mut t, &child, &mut buf)? {
