@@ -1,19 +1,44 @@
 //! Nix's `builtin:fetchurl` builder: download one file (or unpack one tarball)
 //! named by a fixed-output derivation's environment into its output path.
 //!
+//! The derivation's attributes: `url` (required) and `urls` (more candidates,
+//! separated by white space), `name`, `executable = "1"`, `unpack = "1"`, and
+//! `size`: the download's exact size in bytes, when known (Debian pool entries
+//! come with one). A download that grows past `size` is stopped at once, and
+//! one that ends short of it, or whose `Content-Length` differs, fails.
+//!
 //! This module owns reading the request from the derivation's environment
 //! ([`FetchRequest`]), expanding `mirror://` URLs ([`Mirrors`]), trying the
 //! candidate URLs in order with one log line per attempt, and writing the
 //! result atomically (a temporary sibling of the destination, renamed into
 //! place; partial files are removed on failure). Submodules: `mirrors` (the
-//! mirror table and apt sources), `transport` (http, https, file), `unpack`
-//! (tarball extraction that treats the archive as hostile).
+//! mirror table and apt sources), `transport` (http, https, file; redirects),
+//! `guard` (reading under the [`Limits`]: stall, speed, whole-fetch time,
+//! size), `limits` ([`Limits`]), `unpack` (tarball extraction that treats the
+//! archive as hostile).
+//!
+//! Every fetch is bounded ([`Limits`]): connecting, a stall (no byte for
+//! `stall_timeout`) or a crawl (less than `min_speed` over it), the whole
+//! fetch (`timeout`, which the realiser tightens to the build's `--timeout`)
+//! and the size (`max_size`). Redirects are followed only to http and https,
+//! never from https down to http; anything else is refused, naming the URL
+//! and the target.
+//!
+//! Network and environment: as in Nix, a fixed-output fetch shares the host's
+//! network (it runs in the rocmx process, outside any sandbox; the declared
+//! hash is what makes that safe). Its environment is kept minimal: only the
+//! attributes above are read from the derivation, nothing is exported to
+//! any process, and requests carry only `Host`, `User-Agent` and `Accept`:
+//! no cookies, credentials, `Accept-Encoding` or proxy settings from the
+//! environment. The only host setting used is `SSL_CERT_FILE` (trust anchors).
 //!
 //! It must not check the declared output hash (the realiser does that after
 //! the fetch and reports expected/actual), register anything in the store,
 //! normalise the result beyond plain permissions (output processing does), or
 //! run anything but fixed-output fetches: only those may reach the network.
 
+mod guard;
+mod limits;
 mod mirrors;
 mod transport;
 mod unpack;
@@ -21,11 +46,14 @@ mod unpack;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::fs::{self, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
+use guard::{Attempt, Stop};
+pub use limits::Limits;
 pub use mirrors::Mirrors;
 use transport::{Failure, Transport};
 
@@ -42,16 +70,20 @@ pub struct FetchRequest {
     pub unpack: bool,
     /// The derivation's `name`, or the last path segment of the first URL.
     pub name: String,
+    /// `size`: the exact size of the download in bytes, when the derivation
+    /// knows it (a Debian pool entry does).
+    pub size: Option<u64>,
 }
 
 impl FetchRequest {
     /// Reads the request from a derivation's environment as Nix's
     /// `builtin:fetchurl` does: `url` (required), `urls` (optional, separated
     /// by white space), `executable` and `unpack` (true only when exactly
-    /// `"1"`), `name`.
+    /// `"1"`), `name`; and rocmx's `size` (optional, in bytes).
     ///
-    /// Fails when `url` is missing or empty, or when both `executable` and
-    /// `unpack` are set (an unpacked tree is a directory).
+    /// Fails when `url` is missing or empty, when both `executable` and
+    /// `unpack` are set (an unpacked tree is a directory), or when `size` is
+    /// not a decimal number.
     pub fn from_env(env: &BTreeMap<String, String>) -> Result<Self, FetchError> {
         let main = env.get("url").map(|u| u.trim()).unwrap_or("");
         if main.is_empty() {
@@ -78,11 +110,18 @@ impl FetchRequest {
             Some(n) => n.clone(),
             None => base_name(main),
         };
+        let size = match env.get("size").map(|s| s.trim()) {
+            None | Some("") => None,
+            Some(s) => Some(s.parse::<u64>().map_err(|_| FetchError::BadSize {
+                value: s.to_string(),
+            })?),
+        };
         Ok(FetchRequest {
             urls,
             executable,
             unpack,
             name,
+            size,
         })
     }
 }
@@ -133,6 +172,12 @@ pub enum FetchError {
     /// `executable` and `unpack` were both set.
     #[error("builtin:fetchurl: 'executable' and 'unpack' cannot both be \"1\" (an unpacked tarball is a directory)")]
     ExecutableAndUnpack,
+    /// The `size` attribute is not a byte count.
+    #[error("builtin:fetchurl: attribute 'size' must be the download's size in bytes (a decimal number), not '{value}'")]
+    BadSize {
+        /// The attribute's value.
+        value: String,
+    },
     /// A bad line in the mirror configuration.
     #[error("mirror configuration, line {line}: {message}")]
     MirrorConfig {
@@ -213,14 +258,16 @@ fn list_attempts(attempts: &[FailedAttempt]) -> String {
 /// else 0444; with `req.unpack` the archive is extracted into a temporary
 /// directory that becomes `dest` (its only top-level directory does, when it
 /// has exactly one entry and that is a directory). Nothing is left behind on
-/// failure. A download that fails (network, HTTP status, truncation, an
-/// archive that cannot be unpacked) moves on to the next URL; a local write
-/// error stops at once.
+/// failure. A download that fails (network, HTTP status, truncation, a limit
+/// of `limits`, an archive that cannot be unpacked) moves on to the next URL;
+/// a local write error stops at once, and so does passing `limits.timeout`,
+/// which covers the whole fetch. Redirects are logged (`redirected to 'URL'`).
 ///
 /// The declared output hash is not checked here.
 pub fn fetch(
     req: &FetchRequest,
     mirrors: &Mirrors,
+    limits: &Limits,
     dest: &Path,
     log: &mut dyn Write,
 ) -> Result<FetchOutcome, FetchError> {
@@ -256,17 +303,25 @@ pub fn fetch(
     tmp.clear()?;
     stage.clear()?;
 
-    let mut transport = Transport::default();
+    let deadline = limits.timeout.map(|t| Instant::now() + t);
+    let mut transport = Transport::new(limits);
     let mut failed: Vec<FailedAttempt> = Vec::new();
     for url in &candidates {
         let _ = writeln!(log, "downloading '{url}'...");
-        let result = download(&mut transport, url, &tmp.path, req.executable).and_then(|bytes| {
-            if req.unpack {
-                unpack_into(&tmp.path, &stage.path).map(|()| bytes)
-            } else {
-                Ok(bytes)
-            }
-        });
+        let attempt = Attempt {
+            url,
+            limits,
+            deadline,
+            expected_size: req.size,
+        };
+        let result =
+            download(&attempt, &mut transport, &tmp.path, req.executable, log).and_then(|bytes| {
+                if req.unpack {
+                    unpack_into(&tmp.path, &stage.path).map(|()| bytes)
+                } else {
+                    Ok(bytes)
+                }
+            });
         match result {
             Ok(bytes) => {
                 let ready = if req.unpack {
@@ -286,7 +341,7 @@ pub fn fetch(
                 });
             }
             Err(Step::Fatal(e)) => return Err(e),
-            Err(Step::Failed(f)) => {
+            Err(Step::Failed(f, last)) => {
                 let _ = writeln!(log, "error: fetching '{url}' failed: {}", f.reason);
                 failed.push(FailedAttempt {
                     url: url.clone(),
@@ -295,6 +350,9 @@ pub fn fetch(
                 });
                 tmp.clear()?;
                 stage.clear()?;
+                if last {
+                    break;
+                }
             }
         }
     }
@@ -309,21 +367,22 @@ pub fn fetch(
 }
 
 /// The outcome of one step of an attempt: the source's fault (try the next
-/// URL) or a local failure (stop).
+/// URL, unless the flag says the fetch is out of time) or a local failure
+/// (stop).
 enum Step {
-    Failed(Failure),
+    Failed(Failure, bool),
     Fatal(FetchError),
 }
 
-/// Downloads `url` into a new file at `tmp` with its final mode; returns the
-/// byte count.
+/// Downloads `attempt.url` into a new file at `tmp` with its final mode;
+/// returns the byte count.
 fn download(
+    attempt: &Attempt<'_>,
     transport: &mut Transport,
-    url: &str,
     tmp: &Path,
     executable: bool,
+    log: &mut dyn Write,
 ) -> Result<u64, Step> {
-    let opened = transport.open(url).map_err(Step::Failed)?;
     let io_err = |what: &'static str| {
         move |source: io::Error| {
             Step::Fatal(FetchError::Io {
@@ -339,35 +398,13 @@ fn download(
         .mode(0o600)
         .open(tmp)
         .map_err(io_err("creating"))?;
-    let mut body = opened.body;
-    let mut buf = vec![0u8; 1 << 16];
-    let mut bytes: u64 = 0;
-    loop {
-        let n = match body.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                let reason = match e.kind() {
-                    io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => format!(
-                        "timed out after {bytes} bytes: no data for {} s",
-                        transport::READ_TIMEOUT.as_secs()
-                    ),
-                    _ => format!("reading the body failed after {bytes} bytes: {e}"),
-                };
-                return Err(Step::Failed(Failure::new(reason)));
-            }
-        };
-        out.write_all(&buf[..n]).map_err(io_err("writing"))?;
-        bytes += n as u64;
-    }
-    if let Some(expected) = opened.expected_len {
-        if expected != bytes {
-            return Err(Step::Failed(Failure::new(format!(
-                "truncated: received {bytes} of {expected} bytes"
-            ))));
-        }
-    }
+    let bytes = attempt
+        .run(transport, log, &mut |chunk| out.write_all(chunk))
+        .map_err(|stop| match stop {
+            Stop::Failed(f) => Step::Failed(f, false),
+            Stop::OutOfTime(f) => Step::Failed(f, true),
+            Stop::Local(e) => io_err("writing")(e),
+        })?;
     out.sync_all().map_err(io_err("syncing"))?;
     let mode = if executable { 0o555 } else { 0o444 };
     fs::set_permissions(tmp, fs::Permissions::from_mode(mode))
@@ -385,7 +422,7 @@ fn unpack_into(archive: &Path, stage: &Path) -> Result<(), Step> {
         })
     })?;
     unpack::unpack_file(archive, stage)
-        .map_err(|reason| Step::Failed(Failure::new(format!("cannot unpack: {reason}"))))
+        .map_err(|reason| Step::Failed(Failure::new(format!("cannot unpack: {reason}")), false))
 }
 
 /// The directory that becomes the output: the stage's only entry when that
@@ -506,6 +543,7 @@ mod tests {
                 executable: false,
                 unpack: true,
                 name: "hello-src".into(),
+                size: None,
             }
         );
         let r = FetchRequest::from_env(&env(&[
@@ -584,15 +622,23 @@ mod tests {
             executable: false,
             unpack: false,
             name: "src".into(),
+            size: None,
         };
         let mut log = Vec::new();
-        let err = fetch(&req, &Mirrors::new(), &src, &mut log).unwrap_err();
+        let err = fetch(&req, &Mirrors::new(), &Limits::default(), &src, &mut log).unwrap_err();
         assert!(matches!(err, FetchError::DestExists { .. }), "{err}");
         let req = FetchRequest {
             urls: vec!["mirror://nope/x".into()],
             ..req
         };
-        let err = fetch(&req, &Mirrors::new(), &dir.path().join("out"), &mut log).unwrap_err();
+        let err = fetch(
+            &req,
+            &Mirrors::new(),
+            &Limits::default(),
+            &dir.path().join("out"),
+            &mut log,
+        )
+        .unwrap_err();
         assert!(matches!(err, FetchError::UnknownMirror { .. }), "{err}");
         assert!(log.is_empty());
     }

@@ -1,155 +1,20 @@
 //! Integration tests of `builtin:fetchurl` ([`rocmx_builder::fetchurl`])
-//! against a tiny hand-written HTTP/1.1 server on 127.0.0.1 and `file://` URLs.
+//! against a tiny hand-written HTTP/1.1 server on 127.0.0.1 (`support`) and
+//! `file://` URLs: downloads, fallbacks, modes, unpacking. The limits and
+//! redirect checks are tested in `fetchurl_limits.rs`.
 //!
 //! This file owns only tests: it must not reach any address but the loopback
 //! one, and must not name any real host.
 
-use std::collections::{BTreeMap, HashMap};
+mod support;
+
+use std::collections::BTreeMap;
 use std::fs;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::unix::fs::PermissionsExt;
+use std::io::Write;
 use std::path::Path;
-use std::sync::Arc;
-use std::thread;
-use std::time::Duration;
 
-use rocmx_builder::fetchurl::{fetch, FetchError, FetchRequest, Mirrors};
-
-/// What the test server answers for one path.
-#[derive(Clone)]
-enum Route {
-    /// 200 with this body.
-    Body(Vec<u8>),
-    /// A 302 to this location.
-    Redirect(String),
-    /// A 200 announcing `claimed` bytes but sending only this body, then closing.
-    Truncated { claimed: usize, body: Vec<u8> },
-}
-
-/// Starts the server on 127.0.0.1:0; unknown paths get a 404. The accept
-/// loop runs on a detached thread for the rest of the test process.
-fn serve(routes: Vec<(&str, Route)>) -> SocketAddr {
-    let routes: Arc<HashMap<String, Route>> = Arc::new(
-        routes
-            .into_iter()
-            .map(|(p, r)| (p.to_string(), r))
-            .collect(),
-    );
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    let addr = listener.local_addr().expect("local addr");
-    thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(stream) = stream else { continue };
-            let routes = Arc::clone(&routes);
-            thread::spawn(move || {
-                let _ = handle(stream, &routes);
-            });
-        }
-    });
-    addr
-}
-
-fn handle(mut stream: TcpStream, routes: &HashMap<String, Route>) -> std::io::Result<()> {
-    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    let mut request = Vec::new();
-    let mut buf = [0u8; 1024];
-    let n = stream.read(&mut buf)?;
-    if buf[..n].first() == Some(&0x16) {
-        // A TLS ClientHello: this server speaks plain HTTP only.
-        stream.write_all(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n")?;
-        return Ok(());
-    }
-    request.extend_from_slice(&buf[..n]);
-    while !request.windows(4).any(|w| w == b"\r\n\r\n") {
-        let n = stream.read(&mut buf)?;
-        if n == 0 || request.len() > 64 * 1024 {
-            return Ok(());
-        }
-        request.extend_from_slice(&buf[..n]);
-    }
-    let text = String::from_utf8_lossy(&request);
-    let path = text.split_whitespace().nth(1).unwrap_or("/").to_string();
-    match routes.get(&path) {
-        Some(Route::Body(body)) => {
-            write!(
-                stream,
-                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nContent-Type: application/octet-stream\r\nConnection: close\r\n\r\n",
-                body.len()
-            )?;
-            stream.write_all(body)?;
-        }
-        Some(Route::Redirect(to)) => {
-            write!(
-                stream,
-                "HTTP/1.1 302 Found\r\nLocation: {to}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-            )?;
-        }
-        Some(Route::Truncated { claimed, body }) => {
-            write!(
-                stream,
-                "HTTP/1.1 200 OK\r\nContent-Length: {claimed}\r\nConnection: close\r\n\r\n"
-            )?;
-            stream.write_all(body)?;
-        }
-        None => {
-            let body = b"not here\n";
-            write!(
-                stream,
-                "HTTP/1.1 404 Not Found\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                body.len()
-            )?;
-            stream.write_all(body)?;
-        }
-    }
-    stream.flush()
-}
-
-/// Deterministic pseudo-random bytes (xorshift), so corruption would show.
-fn noise(len: usize) -> Vec<u8> {
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
-}
-
-/// A port on 127.0.0.1 that nothing listens on.
-fn refused_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("addr").port()
-}
-
-fn request(urls: &[String]) -> FetchRequest {
-    FetchRequest {
-        urls: urls.to_vec(),
-        executable: false,
-        unpack: false,
-        name: "test".into(),
-    }
-}
-
-fn mode(path: &Path) -> u32 {
-    fs::symlink_metadata(path)
-        .expect("stat")
-        .permissions()
-        .mode()
-        & 0o7777
-}
-
-/// The names in `dir`, sorted.
-fn listing(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = fs::read_dir(dir)
-        .expect("read_dir")
-        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
-}
+use rocmx_builder::fetchurl::{fetch, FetchError, FetchRequest, Limits, Mirrors};
+use support::{listing, mode, noise, refused_port, request, serve, Route};
 
 /// A gzip-compressed tarball with one top-level directory `pkg-1.0/`.
 fn good_tarball() -> Vec<u8> {
@@ -209,6 +74,7 @@ fn http_fetch_is_byte_exact() {
     let outcome = fetch(
         &request(std::slice::from_ref(&url)),
         &Mirrors::new(),
+        &Limits::default(),
         &dest,
         &mut log,
     )
@@ -235,6 +101,7 @@ fn http_404_names_url_and_status() {
     let err = fetch(
         &request(std::slice::from_ref(&url)),
         &Mirrors::new(),
+        &Limits::default(),
         &dest,
         &mut log,
     )
@@ -262,6 +129,7 @@ fn redirects_are_followed() {
     fetch(
         &request(&[format!("http://{addr}/old")]),
         &Mirrors::new(),
+        &Limits::default(),
         &dest,
         &mut Vec::new(),
     )
@@ -288,6 +156,7 @@ fn mirror_falls_back_to_a_working_url() {
     let outcome = fetch(
         &request(&["mirror://test/pool/hello.txt".into()]),
         &mirrors,
+        &Limits::default(),
         &dest,
         &mut log,
     )
@@ -326,6 +195,7 @@ fn all_failures_are_listed() {
     let err = fetch(
         &request(&[refused.clone(), missing.clone()]),
         &Mirrors::new(),
+        &Limits::default(),
         &dest,
         &mut Vec::new(),
     )
@@ -356,6 +226,7 @@ fn truncated_body_fails_and_leaves_nothing() {
     let err = fetch(
         &request(std::slice::from_ref(&url)),
         &Mirrors::new(),
+        &Limits::default(),
         &dest,
         &mut Vec::new(),
     )
@@ -377,7 +248,14 @@ fn file_url_and_executable_mode() {
     let dest = dir.path().join("out");
     let mut req = request(&[format!("file://{}", src.display())]);
     req.executable = true;
-    let outcome = fetch(&req, &Mirrors::new(), &dest, &mut Vec::new()).unwrap();
+    let outcome = fetch(
+        &req,
+        &Mirrors::new(),
+        &Limits::default(),
+        &dest,
+        &mut Vec::new(),
+    )
+    .unwrap();
     assert_eq!(outcome.bytes, 18);
     assert_eq!(fs::read(&dest).unwrap(), b"#!/bin/sh\necho hi\n");
     assert_eq!(mode(&dest), 0o555);
@@ -386,12 +264,20 @@ fn file_url_and_executable_mode() {
     let err = fetch(
         &request(&[format!("file://{}", dir.path().display())]),
         &Mirrors::new(),
+        &Limits::default(),
         &dir.path().join("out2"),
         &mut Vec::new(),
     )
     .unwrap_err();
     assert!(err.to_string().contains("is a directory"), "{err}");
-    let err = fetch(&req, &Mirrors::new(), &dest, &mut Vec::new()).unwrap_err();
+    let err = fetch(
+        &req,
+        &Mirrors::new(),
+        &Limits::default(),
+        &dest,
+        &mut Vec::new(),
+    )
+    .unwrap_err();
     assert!(matches!(err, FetchError::DestExists { .. }), "{err}");
     assert_eq!(listing(dir.path()), ["out", "tool.sh"]);
 }
@@ -414,7 +300,14 @@ fn request_from_env_drives_fetch() {
     .collect();
     let req = FetchRequest::from_env(&env).unwrap();
     let dest = dir.path().join("out");
-    let outcome = fetch(&req, &Mirrors::new(), &dest, &mut Vec::new()).unwrap();
+    let outcome = fetch(
+        &req,
+        &Mirrors::new(),
+        &Limits::default(),
+        &dest,
+        &mut Vec::new(),
+    )
+    .unwrap();
     assert_eq!(outcome.failed.len(), 1);
     assert!(
         outcome.failed[0].reason.contains("no such file"),
@@ -431,7 +324,14 @@ fn unpack_tar_gz_strips_single_top_dir() {
     let dest = dir.path().join("out");
     let mut req = request(&[format!("http://{addr}/pkg-1.0.tar.gz")]);
     req.unpack = true;
-    fetch(&req, &Mirrors::new(), &dest, &mut Vec::new()).unwrap();
+    fetch(
+        &req,
+        &Mirrors::new(),
+        &Limits::default(),
+        &dest,
+        &mut Vec::new(),
+    )
+    .unwrap();
     assert!(dest.is_dir());
     assert_eq!(listing(&dest), ["README", "configure", "link", "src"]);
     assert_eq!(fs::read(dest.join("README")).unwrap(), b"read me\n");
@@ -473,7 +373,14 @@ fn unpack_xz_and_zstd_with_several_top_entries() {
         let dest = dir.path().join(format!("out-{name}"));
         let mut req = request(&[format!("file://{}", src.display())]);
         req.unpack = true;
-        fetch(&req, &Mirrors::new(), &dest, &mut Vec::new()).unwrap();
+        fetch(
+            &req,
+            &Mirrors::new(),
+            &Limits::default(),
+            &dest,
+            &mut Vec::new(),
+        )
+        .unwrap();
         assert_eq!(listing(&dest), ["a.txt", "b"], "{name}");
         assert_eq!(fs::read(dest.join("b/c.txt")).unwrap(), b"C", "{name}");
     }
@@ -489,7 +396,14 @@ fn unpack_of_a_non_archive_fails_cleanly() {
     let dest = dir.path().join("out");
     let mut req = request(&[format!("http://{addr}/page")]);
     req.unpack = true;
-    let err = fetch(&req, &Mirrors::new(), &dest, &mut Vec::new()).unwrap_err();
+    let err = fetch(
+        &req,
+        &Mirrors::new(),
+        &Limits::default(),
+        &dest,
+        &mut Vec::new(),
+    )
+    .unwrap_err();
     assert!(err.to_string().contains("cannot unpack"), "{err}");
     assert!(listing(dir.path()).is_empty(), "{:?}", listing(dir.path()));
 }
@@ -517,7 +431,14 @@ fn hostile_tarball_is_refused() {
         let dest = work.join("out");
         let mut req = request(&[format!("http://{addr}/evil.tar.gz")]);
         req.unpack = true;
-        let err = fetch(&req, &Mirrors::new(), &dest, &mut Vec::new()).unwrap_err();
+        let err = fetch(
+            &req,
+            &Mirrors::new(),
+            &Limits::default(),
+            &dest,
+            &mut Vec::new(),
+        )
+        .unwrap_err();
         let msg = err.to_string();
         assert!(
             msg.contains("refusing hostile archive entry"),
@@ -538,6 +459,7 @@ fn https_to_a_plain_http_server_fails_with_the_url() {
     let err = fetch(
         &request(std::slice::from_ref(&url)),
         &Mirrors::new(),
+        &Limits::default(),
         &dest,
         &mut Vec::new(),
     )

@@ -349,6 +349,7 @@ fn options(args: &BuildArgs) -> Result<BuildOptions, Fail> {
         rebuild: args.rebuild,
         check: args.check,
         mirrors: crate::config::mirrors().map_err(Fail::Msg)?,
+        fetch_limits: defaults.fetch_limits,
     })
 }
 

@@ -58,7 +58,7 @@ use petgraph::Direction;
 use rocmx_store::{Derivation, LocalStore, StoreError, StorePath};
 
 use crate::events::{Event, EventSink, NoEvents};
-use crate::fetchurl::Mirrors;
+use crate::fetchurl::{Limits as FetchLimits, Mirrors};
 use crate::resolve::{self, ResolvedInput};
 
 mod error;
@@ -94,6 +94,9 @@ pub struct BuildOptions {
     pub check: bool,
     /// Where `mirror://NAME/…` URLs of `builtin:fetchurl` lead.
     pub mirrors: Mirrors,
+    /// Time and size limits of `builtin:fetchurl` downloads; the build's `timeout` and
+    /// `max_silent` tighten them further.
+    pub fetch_limits: FetchLimits,
 }
 
 impl Default for BuildOptions {
@@ -110,6 +113,7 @@ impl Default for BuildOptions {
             rebuild: false,
             check: false,
             mirrors: Mirrors::default(),
+            fetch_limits: FetchLimits::default(),
         }
     }
 }
