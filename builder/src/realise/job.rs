@@ -352,7 +352,11 @@ fn run_builtin(
             }
             let req = crate::fetchurl::FetchRequest::from_env(&run_drv.env)
                 .map_err(|e| bad(e.to_string()))?;
-            match crate::fetchurl::fetch(&req, &ctx.opts.mirrors, &out.host, &mut log) {
+            let limits = ctx
+                .opts
+                .fetch_limits
+                .within_build(ctx.opts.timeout, ctx.opts.max_silent);
+            match crate::fetchurl::fetch(&req, &ctx.opts.mirrors, &limits, &out.host, &mut log) {
                 Ok(_) => Ok(None),
                 Err(e) => Ok(Some(e.to_string())),
             }
