@@ -19,6 +19,7 @@ pub mod sandbox;
 pub mod check;
 pub mod events;
 pub mod fetchurl;
+pub mod ids;
 pub mod output;
 pub mod realise;
 pub mod resolve;

@@ -16,7 +16,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rocmx_builder::sandbox::{self, plan, ExitStatus, Outcome, SandboxError, SandboxSpec};
+use rocmx_builder::ids::{self, IdLease, IdRange};
+use rocmx_builder::sandbox::{
+    self, plan, ExitStatus, HostIds, Limits, Outcome, SandboxError, SandboxSpec,
+};
 
 /// Set (to a directory the current user owns) in the unprivileged re-run.
 const UNPRIV_DIR: &str = "ROCMX_SANDBOX_TEST_DIR";
@@ -50,6 +53,8 @@ struct Fixture {
     build: PathBuf,
     out: PathBuf,
     log: SharedLog,
+    /// As root: the unprivileged host ids the build user maps to.
+    lease: Option<IdLease>,
 }
 
 fn base_dir() -> PathBuf {
@@ -84,12 +89,15 @@ impl Fixture {
         let scratch = dir.path().join("scratch");
         std::fs::create_dir(&scratch).unwrap();
         let out = scratch.join("probe");
+        let lease = (euid() == 0)
+            .then(|| ids::lease(dir.path(), &IdRange::default()).unwrap());
         Some(Fixture {
             dir,
             busybox,
             build,
             out,
             log: SharedLog::default(),
+            lease,
         })
     }
 
@@ -112,7 +120,19 @@ impl Fixture {
             timeout: Some(Duration::from_secs(60)),
             max_silent: None,
             log: Box::new(self.log.clone()),
+            host_ids: self.host_ids(),
+            limits: Limits::default(),
         }
+    }
+
+    /// The host ids builds map to: leased ones as root, none (the caller's) otherwise.
+    fn host_ids(&self) -> Option<HostIds> {
+        self.lease.as_ref().map(|l| l.ids)
+    }
+
+    /// The host uid of the build user.
+    fn build_uid(&self) -> u32 {
+        self.host_ids().map_or_else(euid, |h| h.uid)
     }
 
     /// Runs a spec that must succeed, and checks the output belongs to the caller.
@@ -531,7 +551,15 @@ cat /proc/self/uid_map > $out/uid_map
         .split_whitespace()
         .map(String::from)
         .collect();
-    assert_eq!(map, ["1000", &euid().to_string(), "1"]);
+    match fx.host_ids() {
+        // Host root: inside 0 is host root (init's, for the setup only), the build user
+        // an unprivileged id.
+        Some(h) => {
+            assert_eq!(map, ["0", "0", "1", "1000", &h.uid.to_string(), "1"]);
+            assert!(h.uid >= 1000, "{h:?}");
+        }
+        None => assert_eq!(map, ["1000", &euid().to_string(), "1"]),
+    }
 }
 
 fn env_lines(log: &str) -> BTreeMap<String, String> {
@@ -783,6 +811,167 @@ fn probe_host_debian_tree_as_rootfs() {
     );
 }
 
+/// The kernel's settings are out of reach: as root (the build user is an unprivileged
+/// host id) and as an unprivileged caller alike. Only opens for writing (`: >>`), which
+/// is where the kernel checks: nothing is ever written, whatever the outcome.
+#[test]
+fn probe_cannot_write_kernel_settings() {
+    let Some(fx) = Fixture::new() else { return };
+    let spec = fx.spec(
+        r#"mkdir $out; touch $out/bad $out/ok
+for f in /proc/sys/kernel/printk_ratelimit_burst /proc/sys/kernel/core_pattern \
+         /proc/sys/vm/drop_caches /proc/sysrq-trigger /proc/sys/net/core/somaxconn; do
+  [ -e $f ] || continue
+  if (: >> $f) 2>/dev/null; then echo "$f" >> $out/bad; else echo "$f" >> $out/ok; fi
+done
+if [ -e /sys/kernel ]; then echo /sys >> $out/bad; fi
+cat /proc/keys /proc/timer_list > $out/masked
+grep -E ' /proc/(sys|sysrq-trigger|irq|bus) ' /proc/self/mountinfo > $out/ro
+"#,
+    );
+    fx.run_ok(spec);
+    assert_eq!(fx.read("bad"), "", "writable from the sandbox");
+    assert!(fx.read("ok").contains("/proc/sys/kernel/core_pattern"));
+    if Path::new("/proc/sysrq-trigger").exists() {
+        assert!(fx.read("ok").contains("/proc/sysrq-trigger"));
+    }
+    assert_eq!(fx.read("masked"), "", "/proc/keys and /proc/timer_list are hidden");
+    let ro = fx.read("ro");
+    for p in ["/proc/sys ", "/proc/sysrq-trigger ", "/proc/irq "] {
+        if !Path::new(p.trim_end()).exists() {
+            continue; // not in this kernel
+        }
+        let line = ro.lines().find(|l| l.contains(p)).unwrap_or_else(|| panic!("{p}: {ro}"));
+        assert!(line.contains(" ro,") || line.contains(" ro "), "{line}");
+    }
+}
+
+/// A builder that starts processes until the limit refuses more: the build ends, saying
+/// so, and nothing it started survives.
+#[test]
+fn probe_process_limit_stops_a_fork_bomb() {
+    let Some(fx) = Fixture::new() else { return };
+    let marker = format!("103.{}", std::process::id());
+    let mut spec = fx.spec(&format!(
+        "mkdir $out; i=0; while [ $i -lt 200 ]; do sleep {marker} & i=$((i+1)); done; sleep {marker}"
+    ));
+    spec.limits.max_processes = Some(64);
+    spec.timeout = Some(Duration::from_secs(60));
+    let t = Instant::now();
+    let err = sandbox::run(spec).unwrap_err();
+    assert!(matches!(err, SandboxError::TooManyProcesses(64)), "{err}");
+    assert_eq!(
+        err.to_string(),
+        "build exceeded 64 processes (the max-build-processes setting)"
+    );
+    assert!(t.elapsed() < Duration::from_secs(50), "{:?}", t.elapsed());
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(host_processes_with(&marker), Vec::<String>::new());
+    // The limit is the build's own: ulimit -u shows it, and a build below it runs.
+    let fx = Fixture::new().unwrap();
+    let mut spec = fx.spec("mkdir $out; ulimit -u > $out/u; for i in 1 2 3 4 5 6 7 8; do sleep 0.1 & done; wait");
+    spec.limits.max_processes = Some(64);
+    fx.run_ok(spec);
+    assert_eq!(fx.read("u"), "64\n");
+}
+
+/// `/dev/shm` is a tmpfs of the configured size.
+#[test]
+fn probe_dev_shm_is_bounded() {
+    let Some(fx) = Fixture::new() else { return };
+    let mut spec = fx.spec(
+        "mkdir $out; if dd if=/dev/zero of=/dev/shm/big bs=1024 count=4096 2> $out/dd; then echo yes > $out/fit; else echo no > $out/fit; fi",
+    );
+    spec.limits.shm_size = Some(1 << 20);
+    fx.run_ok(spec);
+    assert_eq!(fx.read("fit"), "no\n");
+    assert!(fx.read("dd").contains("No space left"), "{}", fx.read("dd"));
+}
+
+/// A build that writes more than its disk bound is killed, naming the bound.
+#[test]
+fn probe_disk_limit_kills_a_runaway_build() {
+    let Some(fx) = Fixture::new() else { return };
+    let marker = format!("104.{}", std::process::id());
+    let mut spec = fx.spec(&format!(
+        "mkdir $out; dd if=/dev/zero of=/build/big bs=65536 count=256; sync; sleep {marker}"
+    ));
+    spec.limits.disk = Some(4 << 20);
+    let t = Instant::now();
+    let err = sandbox::run(spec).unwrap_err();
+    assert!(matches!(err, SandboxError::DiskLimit { limit, .. } if limit == 4 << 20), "{err}");
+    assert!(err.to_string().contains("build-dir-size"), "{err}");
+    assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(host_processes_with(&marker), Vec::<String>::new());
+}
+
+/// A builder that stops itself cannot hang the build: the silence bound ends it.
+#[test]
+fn probe_stopped_builder_is_killed_by_the_silence_bound() {
+    let Some(fx) = Fixture::new() else { return };
+    let mut spec = fx.spec("echo stopping; kill -STOP $$; echo resumed");
+    spec.max_silent = Some(Duration::from_secs(1));
+    let t = Instant::now();
+    let err = sandbox::run(spec).unwrap_err();
+    assert!(matches!(err, SandboxError::Silent(_)), "{err}");
+    assert!(t.elapsed() < Duration::from_secs(10));
+    assert_eq!(fx.log.text(), "stopping\n");
+}
+
+/// The caller's session keyring is not the build's, and the keyring calls are denied.
+#[test]
+#[cfg(target_arch = "x86_64")]
+fn probe_cannot_reach_the_callers_keyring() {
+    let Some(fx) = Fixture::new() else { return };
+    let python = Path::new("/usr/bin/python3");
+    if !python.exists() || !Path::new("/etc/debian_version").exists() {
+        eprintln!("skipping: needs the host's /usr/bin/python3 (a Debian tree as rootfs)");
+        return;
+    }
+    // A secret in this process's session keyring (add_key = 248 on x86_64).
+    let id = unsafe {
+        libc::syscall(
+            248,
+            c"user".as_ptr(),
+            c"rocmx-probe-secret".as_ptr(),
+            b"s3cret".as_ptr(),
+            6usize,
+            -3i32, // KEY_SPEC_SESSION_KEYRING
+        )
+    };
+    if id < 0 {
+        eprintln!(
+            "skipping: this process cannot use a session keyring ({})",
+            std::io::Error::last_os_error()
+        );
+        return;
+    }
+    let script = r#"
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+out = os.environ["out"]
+os.mkdir(out)
+r1 = libc.syscall(250, 0, -3, 0)  # keyctl(KEYCTL_GET_KEYRING_ID, session, 0)
+e1 = ctypes.get_errno()
+r2 = libc.syscall(249, b"user", b"rocmx-probe-secret", None, 0)  # request_key
+e2 = ctypes.get_errno()
+open(out + "/r", "w").write("%d %d %d %d\n" % (r1, e1, r2, e2))
+open(out + "/keys", "w").write(open("/proc/keys").read())
+"#;
+    let mut spec = fx.spec("");
+    spec.builder = python.to_path_buf();
+    spec.args = vec!["-c".into(), script.into()];
+    spec.rootfs = Some(PathBuf::from("/"));
+    let result = sandbox::run(spec);
+    // KEYCTL_INVALIDATE (21): the secret goes, whatever happened.
+    unsafe { libc::syscall(250, 21, id) };
+    let outcome = result.unwrap();
+    assert!(outcome.status.success(), "{}", fx.log.text());
+    assert_eq!(fx.read("r"), format!("-1 {e} -1 {e}\n", e = libc::ENOSYS));
+    assert_eq!(fx.read("keys"), "");
+}
+
 const REFUSAL_INNER: &str = "ROCMX_SANDBOX_TEST_REFUSAL";
 
 /// The kernel refusing user namespaces, for real: inside a user namespace whose
@@ -922,3 +1111,4 @@ fn sandbox_overhead() {
     }
     println!("{:?} per trivial sandboxed build", total / n);
 }
+

@@ -130,6 +130,7 @@ use nix::sys::wait::waitpid;
 use nix::unistd::{getegid, geteuid, Pid};
 
 mod child;
+mod disk;
 pub mod plan;
 mod protocol;
 mod seccomp;
@@ -137,6 +138,7 @@ mod staging;
 mod userns;
 
 use protocol::Step;
+use disk::DiskWatch;
 use staging::{strip_setid, Staging};
 pub use userns::check_user_namespaces;
 use userns::HostFacts;
@@ -177,6 +179,33 @@ pub struct SandboxSpec {
     pub max_silent: Option<Duration>,
     /// Receives the builder's stdout and stderr, merged.
     pub log: Box<dyn Write + Send>,
+    /// The host ids the build user maps to. Required when the caller is root (a builder
+    /// must never be host root); refused otherwise (an unprivileged caller can only map
+    /// itself). See "Identity" in the module documentation.
+    pub host_ids: Option<HostIds>,
+    /// Processes, `/dev/shm` and disk.
+    pub limits: Limits,
+}
+
+/// An unprivileged host uid and gid for the build user (when the caller is root).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostIds {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// Resource bounds of one build. `None` is "no bound".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Limits {
+    /// At most this many processes (and threads) of the build user at once
+    /// (`RLIMIT_NPROC`, counted per build since each build has its own user namespace);
+    /// a build that reaches it is killed.
+    pub max_processes: Option<u32>,
+    /// Size of the `/dev/shm` tmpfs in bytes.
+    pub shm_size: Option<u64>,
+    /// Disk space the build may use in `/build` plus its outputs, in bytes; checked
+    /// every few seconds while the build runs.
+    pub disk: Option<u64>,
 }
 
 impl fmt::Debug for SandboxSpec {
@@ -194,6 +223,8 @@ impl fmt::Debug for SandboxSpec {
             .field("cores", &self.cores)
             .field("timeout", &self.timeout)
             .field("max_silent", &self.max_silent)
+            .field("host_ids", &self.host_ids)
+            .field("limits", &self.limits)
             .finish_non_exhaustive()
     }
 }
@@ -278,6 +309,12 @@ pub enum SandboxError {
     /// Killed after [`SandboxSpec::max_silent`] without output.
     #[error("build killed after {0:?} without output")]
     Silent(Duration),
+    /// Killed on reaching [`Limits::max_processes`].
+    #[error("build exceeded {0} processes (the max-build-processes setting)")]
+    TooManyProcesses(u32),
+    /// Killed after using more than [`Limits::disk`] bytes.
+    #[error("build used more than {limit} bytes of disk in /build and its outputs ({used} bytes; the build-dir-size setting)")]
+    DiskLimit { limit: u64, used: u64 },
     /// The sandbox's processes died without saying why (killed from outside?).
     #[error("the sandbox died unexpectedly ({0})")]
     Died(String),
@@ -316,14 +353,28 @@ fn cstring(what: &str, bytes: &[u8]) -> Result<CString, SandboxError> {
         .map_err(|_| SandboxError::InvalidSpec(format!("{what} contains a NUL byte")))
 }
 
+/// The id maps of the sandbox's user namespace, as written to `/proc/<pid>/uid_map` and
+/// `gid_map`. The caller's own ids (an unprivileged caller): one line each, inside
+/// 1000 ↦ `uid`, 100 ↦ `gid`. Host root with [`HostIds`]: also inside 0 ↦ host 0, which
+/// only init uses while it assembles the root (it then becomes 1000/100 for good).
+fn id_maps(own: (u32, u32), host_ids: Option<HostIds>) -> (String, String) {
+    match host_ids {
+        None => (format!("1000 {} 1\n", own.0), format!("100 {} 1\n", own.1)),
+        Some(h) => (
+            format!("0 {} 1\n1000 {} 1\n", own.0, h.uid),
+            format!("0 {} 1\n100 {} 1\n", own.1, h.gid),
+        ),
+    }
+}
+
 /// Writes init's id maps from outside, as `newuidmap` would: `setgroups` denied first
 /// (unless `keep_setgroups`: for host root, whose init then drops its supplementary
-/// groups itself), then inside uid 1000 ↦ `uid` and gid 100 ↦ `gid`, each in one write.
+/// groups itself), then the maps of [`id_maps`], each in one write.
 fn write_id_maps(
     pid: Pid,
     keep_setgroups: bool,
-    uid: u32,
-    gid: u32,
+    uid_map: &str,
+    gid_map: &str,
 ) -> Result<(), (String, io::Error)> {
     let write = |name: &str, data: &[u8], missing_ok: bool| {
         let path = format!("/proc/{pid}/{name}");
@@ -344,8 +395,32 @@ fn write_id_maps(
     if !keep_setgroups {
         write("setgroups", b"deny", true)?;
     }
-    write("uid_map", format!("1000 {uid} 1\n").as_bytes(), false)?;
-    write("gid_map", format!("100 {gid} 1\n").as_bytes(), false)
+    write("uid_map", uid_map.as_bytes(), false)?;
+    write("gid_map", gid_map.as_bytes(), false)
+}
+
+/// Gives every entry of the output tree at `root` to `owner` (the caller: root), so
+/// that no file of the store belongs to a build user. Depth-bounded like every walk of
+/// an output ([`rocmx_store::tree::MAX_DEPTH`]).
+fn hand_back(root: &Path, owner: (u32, u32)) -> Result<(), rocmx_store::tree::TreeError> {
+    use nix::unistd::{Gid, Uid};
+    rocmx_store::tree::walk(root, rocmx_store::tree::MAX_DEPTH, &mut |e| {
+        if e.stat.st_uid == owner.0 && e.stat.st_gid == owner.1 {
+            return Ok(());
+        }
+        nix::unistd::fchownat(
+            e.dir,
+            e.name,
+            Some(Uid::from_raw(owner.0)),
+            Some(Gid::from_raw(owner.1)),
+            nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+        )
+        .map_err(|err| rocmx_store::tree::TreeError::Io {
+            action: "handing back from the build user",
+            path: root.join(e.name),
+            source: err.into(),
+        })
+    })
 }
 
 /// Runs the builder in a fresh sandbox and waits for it. See the module documentation.
@@ -463,6 +538,29 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
         )));
     }
 
+    let euid = geteuid();
+    let own_ids = (euid.as_raw(), getegid().as_raw());
+    match spec.host_ids {
+        None if euid.is_root() => {
+            return Err(SandboxError::InvalidSpec(
+                "rocmx runs as root: the build needs an unprivileged host uid and gid (host_ids)"
+                    .into(),
+            ))
+        }
+        Some(h) if !euid.is_root() => {
+            return Err(SandboxError::InvalidSpec(format!(
+                "host ids {}:{} need root (an unprivileged caller builds as itself)",
+                h.uid, h.gid
+            )))
+        }
+        Some(h) if h.uid == 0 || h.gid == 0 => {
+            return Err(SandboxError::InvalidSpec(
+                "the build user must not be host root (host_ids 0)".into(),
+            ))
+        }
+        _ => {}
+    }
+
     // --- prepare everything the child needs -------------------------------------------
     // One private directory: init mounts the new root's tmpfs on it, and binds the
     // directory itself (reached through a descriptor opened now) at the output's parent.
@@ -490,6 +588,7 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
         build_dir: &build_dir,
         rootfs: rootfs.as_deref(),
         resolv_conf,
+        shm_size: spec.limits.shm_size,
     })?;
 
     let builder = cstring("builder", spec.builder.as_os_str().as_bytes())?;
@@ -552,11 +651,12 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
         .map_err(setup_err("opening /dev/null"))?
         .into();
 
-    let euid = geteuid();
     let clear_groups = euid.is_root();
     let prepared = child::Prepared {
         flags,
         clear_groups,
+        switch_ids: spec.host_ids.is_some(),
+        max_processes: spec.limits.max_processes.unwrap_or(0),
         root: cstring("root", root.as_os_str().as_bytes())?,
         actions,
         loopback_up: !spec.network,
@@ -594,7 +694,8 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
     drop(devnull);
     drop(staging_fd);
     // init waits for its id maps: inside uid 1000 / gid 100 are the caller's.
-    if let Err((what, e)) = write_id_maps(init, clear_groups, euid.as_raw(), getegid().as_raw()) {
+    let (uid_map, gid_map) = id_maps(own_ids, spec.host_ids);
+    if let Err((what, e)) = write_id_maps(init, clear_groups, &uid_map, &gid_map) {
         let _ = kill(init, Signal::SIGKILL);
         while let Err(Errno::EINTR) = waitpid(init, None) {}
         let errno = Errno::from_raw(e.raw_os_error().unwrap_or(0));
@@ -602,6 +703,26 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
             return Err(refused);
         }
         return Err(SandboxError::Setup(what, e));
+    }
+    if let Some(h) = spec.host_ids {
+        // The build user owns what it may write: /build and the output's directory.
+        for d in [&build_dir, &staging.dir] {
+            if let Err(e) = std::os::unix::fs::lchown(d, Some(h.uid), Some(h.gid)) {
+                let _ = kill(init, Signal::SIGKILL);
+                while let Err(Errno::EINTR) = waitpid(init, None) {}
+                let what = if e.raw_os_error() == Some(libc::EINVAL) {
+                    format!(
+                        "handing {} to the build user {}:{}, an id this user namespace does not map (in a container, give the user 'rocmx' a mapped range in /etc/subuid and /etc/subgid)",
+                        d.display(),
+                        h.uid,
+                        h.gid
+                    )
+                } else {
+                    format!("handing {} to the build user", d.display())
+                };
+                return Err(SandboxError::Setup(what, e));
+            }
+        }
     }
     // Go ahead. (If this fails, init has died: the status pipe tells the rest.)
     let _ = nix::unistd::write(&go_w, b"g");
@@ -615,6 +736,10 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
     let mut log_open = true;
     let mut st_open = true;
     let mut buf = [0u8; 16 * 1024];
+    let mut disk = spec
+        .limits
+        .disk
+        .map(|limit| DiskWatch::new(limit, vec![build_dir.clone(), out_dir.clone()]));
     // pid 1 dies, and with it the whole pid namespace; the pipes then close.
     let kill_all = || {
         let _ = kill(init, Signal::SIGKILL);
@@ -627,6 +752,12 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
                 match (start + t).checked_duration_since(now) {
                     Some(left) if !left.is_zero() => wait = Some(left),
                     _ => killed = Some(SandboxError::Timeout(t)),
+                }
+            }
+            if let (Some(d), None) = (&mut disk, &killed) {
+                match d.check(now) {
+                    Ok(left) => wait = Some(wait.map_or(left, |w| w.min(left))),
+                    Err(e) => killed = Some(e),
                 }
             }
             if let (Some(s), None) = (spec.max_silent, &killed) {
@@ -715,6 +846,12 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
                     out_host.display()
                 )))?;
                 strip_setid(out_host)?;
+                if spec.host_ids.is_some() {
+                    hand_back(out_host, own_ids).map_err(|source| SandboxError::Output {
+                        path: out_host.clone(),
+                        source,
+                    })?;
+                }
             }
         }
         Ok(())
@@ -741,6 +878,11 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
                     status: ExitStatus::Signal(r.value),
                     duration,
                 });
+            }
+            protocol::TAG_NPROC => {
+                return Err(SandboxError::TooManyProcesses(
+                    spec.limits.max_processes.unwrap_or(r.value as u32),
+                ));
             }
             protocol::TAG_ERROR => {
                 let errno = Errno::from_raw(r.value);

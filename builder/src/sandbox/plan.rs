@@ -25,6 +25,26 @@ pub const HOSTS: &str = "127.0.0.1 localhost\n::1 localhost\n";
 /// Host device nodes bind-mounted into the sandbox's `/dev`.
 pub const DEVICES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
 
+/// Entries of `/proc` that are bound read-only onto themselves: the sysctls, the
+/// magic SysRq trigger, interrupt affinities, bus and filesystem settings. (Host root is
+/// never the build user, so the kernel refuses writes there anyway; this is the second
+/// layer.)
+pub const PROC_READ_ONLY: [&str; 5] = ["sys", "sysrq-trigger", "irq", "bus", "fs"];
+
+/// Files of `/proc` replaced by `/dev/null`: kernel memory, every key of the host, timer
+/// and scheduler internals.
+pub const PROC_MASKED_FILES: [&str; 6] = [
+    "kcore",
+    "keys",
+    "key-users",
+    "timer_list",
+    "sched_debug",
+    "latency_stats",
+];
+
+/// Directories of `/proc` covered by an empty read-only tmpfs.
+pub const PROC_MASKED_DIRS: [&str; 2] = ["acpi", "scsi"];
+
 /// Top-level names of the new root that the sandbox provides itself (never taken from
 /// a `rootfs`).
 const FIXED_TOP: [&str; 4] = ["dev", "proc", "etc", "build"];
@@ -125,6 +145,9 @@ pub(super) struct PlanInput<'a> {
     pub rootfs: Option<&'a Path>,
     /// Content for `/etc/resolv.conf` (network builds only).
     pub resolv_conf: Option<Vec<u8>>,
+    /// Size limit of the `/dev/shm` tmpfs in bytes (`None`: the kernel's default, half
+    /// of the memory).
+    pub shm_size: Option<u64>,
 }
 
 /// Checks that an inside path is absolute, normal (no `.`, `..`, `//`) and not the root.
@@ -322,6 +345,59 @@ impl Planner<'_> {
         );
     }
 
+    /// Makes the kernel's writable interfaces under the fresh `/proc` read-only and hides
+    /// the files that show kernel memory or every key and timer of the host, as container
+    /// runtimes do ([`PROC_READ_ONLY`], [`PROC_MASKED_FILES`], [`PROC_MASKED_DIRS`]).
+    /// Only entries that exist in the host's `/proc` (the same kernel) are planned.
+    /// `host_proc` is where to look (a test may pass another directory).
+    fn protect_proc(&mut self, host_proc: &Path) {
+        let ro = MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+        for name in PROC_READ_ONLY {
+            if host_proc.join(name).symlink_metadata().is_err() {
+                continue;
+            }
+            let target = cstr(&host(self.root, &Path::new("/proc").join(name)));
+            self.push(
+                Action::Bind {
+                    source: target.clone(),
+                    target,
+                    flags: ro,
+                },
+                what("making read-only", &Path::new("/proc").join(name), ""),
+            );
+        }
+        for name in PROC_MASKED_FILES {
+            if !host_proc.join(name).is_file() {
+                continue;
+            }
+            self.push(
+                Action::Bind {
+                    source: cstr_bytes(b"/dev/null"),
+                    target: cstr(&host(self.root, &Path::new("/proc").join(name))),
+                    // Not nodev: /dev/null must stay openable.
+                    flags: MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+                },
+                what("hiding", &Path::new("/proc").join(name), ""),
+            );
+        }
+        for name in PROC_MASKED_DIRS {
+            if !host_proc.join(name).is_dir() {
+                continue;
+            }
+            self.push(
+                Action::Mount {
+                    source: cstr_bytes(b"tmpfs"),
+                    target: cstr(&host(self.root, &Path::new("/proc").join(name))),
+                    fstype: cstr_bytes(b"tmpfs"),
+                    flags: ro,
+                    data: Some(cstr_bytes(b"size=0,mode=0555")),
+                    proc: false,
+                },
+                what("hiding", &Path::new("/proc").join(name), ""),
+            );
+        }
+    }
+
     /// Binds one entry of a `rootfs` directory (read-only), or recreates its symlink.
     fn rootfs_entry(&mut self, source: &Path, inside: &Path) -> Result<(), SandboxError> {
         let meta = std::fs::symlink_metadata(source)
@@ -455,11 +531,15 @@ pub(super) fn build(pi: &PlanInput<'_>) -> Result<Vec<PlannedAction>, SandboxErr
         Some("newinstance,ptmxmode=0666,mode=0620"),
     );
     p.symlink(b"pts/ptmx", Path::new("/dev/ptmx"));
+    let shm_data = match pi.shm_size {
+        Some(n) => format!("mode=1777,size={}", n.max(4096)),
+        None => "mode=1777".to_string(),
+    };
     p.mount(
         "tmpfs",
         Path::new("/dev/shm"),
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        Some("mode=1777"),
+        Some(&shm_data),
     );
     p.symlink(b"/proc/self/fd", Path::new("/dev/fd"));
     p.symlink(b"/proc/self/fd/0", Path::new("/dev/stdin"));
@@ -474,6 +554,7 @@ pub(super) fn build(pi: &PlanInput<'_>) -> Result<Vec<PlannedAction>, SandboxErr
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
         None,
     );
+    p.protect_proc(Path::new("/proc"));
 
     // /build
     p.bind(
@@ -623,11 +704,65 @@ pub(super) fn build(pi: &PlanInput<'_>) -> Result<Vec<PlannedAction>, SandboxErr
 mod tests {
     use super::*;
 
+    /// The actions' descriptions, without those protecting `/proc` (they depend on the
+    /// host's kernel; [`proc_is_protected`] checks them).
     fn describe(actions: &[PlannedAction]) -> Vec<String> {
         actions
             .iter()
             .map(|a| String::from_utf8_lossy(&a.what).into_owned())
+            .filter(|d| !d.starts_with("making read-only /proc/") && !d.starts_with("hiding /proc/"))
             .collect()
+    }
+
+    #[test]
+    fn proc_is_protected() {
+        let fake = tempfile::tempdir().unwrap();
+        for d in ["sys", "irq", "acpi"] {
+            std::fs::create_dir(fake.path().join(d)).unwrap();
+        }
+        for f in ["sysrq-trigger", "keys", "kcore"] {
+            std::fs::write(fake.path().join(f), "").unwrap();
+        }
+        let mut p = Planner {
+            root: Path::new("/s/root"),
+            actions: Vec::new(),
+            dirs: BTreeSet::new(),
+        };
+        p.protect_proc(fake.path());
+        let got: Vec<String> = p
+            .actions
+            .iter()
+            .map(|a| String::from_utf8_lossy(&a.what).into_owned())
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "making read-only /proc/sys",
+                "making read-only /proc/sysrq-trigger",
+                "making read-only /proc/irq",
+                "hiding /proc/kcore",
+                "hiding /proc/keys",
+                "hiding /proc/acpi",
+            ]
+        );
+        let ro = MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+        match &p.actions[0].action {
+            Action::Bind { source, target, flags } => {
+                assert_eq!(source.to_str().unwrap(), "/s/root/proc/sys");
+                assert_eq!(target, source);
+                assert_eq!(*flags, ro);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        match &p.actions[4].action {
+            Action::Bind { source, flags, .. } => {
+                assert_eq!(source.to_str().unwrap(), "/dev/null");
+                assert!(!flags.contains(MsFlags::MS_NODEV), "/dev/null must stay openable");
+                assert!(flags.contains(MsFlags::MS_RDONLY));
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(matches!(&p.actions[5].action, Action::Mount { flags, .. } if flags.contains(MsFlags::MS_RDONLY)));
     }
 
     #[test]
@@ -684,6 +819,7 @@ mod tests {
             build_dir: Path::new("/b"),
             rootfs: None,
             resolv_conf: None,
+            shm_size: None,
         };
         let plan = build(&pi).unwrap();
         let expected = [
@@ -762,6 +898,7 @@ mod tests {
             build_dir: Path::new("/b"),
             rootfs: None,
             resolv_conf: None,
+            shm_size: None,
         };
         let plan = build(&pi).unwrap();
         let tail: Vec<String> = describe(&plan)
@@ -850,6 +987,7 @@ mod tests {
             build_dir: Path::new("/b"),
             rootfs: None,
             resolv_conf: None,
+            shm_size: None,
         };
         let plan = build(&pi).unwrap();
         let tail: Vec<String> = describe(&plan)
@@ -940,6 +1078,7 @@ mod tests {
             build_dir: Path::new("/b"),
             rootfs: Some(rootfs),
             resolv_conf: Some(b"nameserver 10.0.0.1\n".to_vec()),
+            shm_size: None,
         };
         let plan = describe(&build(&pi).unwrap());
         let before_etc: Vec<&str> = plan

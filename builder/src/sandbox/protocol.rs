@@ -11,6 +11,9 @@ pub(super) const TAG_ERROR: u8 = b'E';
 pub(super) const TAG_EXIT: u8 = b'X';
 /// The builder was killed by a signal; `value` is the signal number.
 pub(super) const TAG_SIGNAL: u8 = b'S';
+/// The build reached its process limit and init killed it; `value` is the number of
+/// processes init counted.
+pub(super) const TAG_NPROC: u8 = b'P';
 
 /// Which part of the setup a `TAG_ERROR` record is about. The parent uses it to tell a
 /// refused user namespace from an ordinary setup failure.

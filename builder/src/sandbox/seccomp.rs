@@ -2,7 +2,10 @@
 //! Nix's sandbox does: `chmod`-family calls and file-creating calls whose mode has
 //! `S_ISUID` or `S_ISGID` fail with `EPERM`. `openat2` (its mode hides behind a
 //! pointer) and `io_uring_setup` (io_uring opens files without syscalls) fail with
-//! `ENOSYS`, which callers treat as "not supported".
+//! `ENOSYS`, which callers treat as "not supported". So do the kernel keyring calls
+//! (`add_key`, `request_key`, `keyctl`): keyrings are not namespaced, and a builder
+//! must not reach the keys of the user who started the build (init also gives each
+//! build a fresh anonymous session keyring before the filter is installed).
 //!
 //! This is the first line; the sandbox also mounts the writable places `nosuid` and
 //! clears the bits in the output after the build. On architectures without a table
@@ -72,6 +75,9 @@ const TABLES: &[ArchTable] = &[
             (259, ModeArg(2)),   // mknodat
             (437, Deny(ENOSYS)), // openat2
             (425, Deny(ENOSYS)), // io_uring_setup
+            (248, Deny(ENOSYS)), // add_key
+            (249, Deny(ENOSYS)), // request_key
+            (250, Deny(ENOSYS)), // keyctl
         ],
     },
     ArchTable {
@@ -89,6 +95,9 @@ const TABLES: &[ArchTable] = &[
             (297, ModeArg(2)),   // mknodat
             (437, Deny(ENOSYS)), // openat2
             (425, Deny(ENOSYS)), // io_uring_setup
+            (286, Deny(ENOSYS)), // add_key
+            (287, Deny(ENOSYS)), // request_key
+            (288, Deny(ENOSYS)), // keyctl
         ],
     },
 ];
@@ -106,6 +115,9 @@ const TABLES: &[ArchTable] = &[
             (33, ModeArg(2)),    // mknodat
             (437, Deny(ENOSYS)), // openat2
             (425, Deny(ENOSYS)), // io_uring_setup
+            (217, Deny(ENOSYS)), // add_key
+            (218, Deny(ENOSYS)), // request_key
+            (219, Deny(ENOSYS)), // keyctl
         ],
     },
     ArchTable {
@@ -123,6 +135,9 @@ const TABLES: &[ArchTable] = &[
             (324, ModeArg(2)),   // mknodat
             (437, Deny(ENOSYS)), // openat2
             (425, Deny(ENOSYS)), // io_uring_setup
+            (309, Deny(ENOSYS)), // add_key
+            (310, Deny(ENOSYS)), // request_key
+            (311, Deny(ENOSYS)), // keyctl
         ],
     },
 ];
@@ -296,5 +311,18 @@ mod tests {
             RET_ALLOW
         ); // i386 90 = mmap
         assert_eq!(eval(&p, 0x1234, 90, [0, 0o4755, 0, 0, 0, 0]), RET_ALLOW);
+    }
+
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn filter_denies_the_kernel_keyring() {
+        let p = program();
+        let enosys = RET_ERRNO | libc::ENOSYS as u32;
+        for (arch, nrs) in [(0xc000_003e, [248, 249, 250]), (0x4000_0003, [286, 287, 288])] {
+            for nr in nrs {
+                assert_eq!(eval(&p, arch, nr, [0; 6]), enosys, "arch {arch:#x} nr {nr}");
+            }
+        }
+        assert_eq!(eval(&p, 0xc000_003e, 247, [0; 6]), RET_ALLOW); // waitid
     }
 }
