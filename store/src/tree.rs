@@ -253,7 +253,9 @@ pub fn remove_tree(path: &Path) -> Result<(), TreeError> {
                 Err(Errno::NOTDIR | Errno::LOOP) => {
                     match rustix::fs::unlinkat(&cur, &sub, AtFlags::empty()) {
                         Ok(()) | Err(Errno::NOENT) => {}
-                        Err(e) => return Err(io_err("removing", shown(path, &frames, Some(&sub)))(e)),
+                        Err(e) => {
+                            return Err(io_err("removing", shown(path, &frames, Some(&sub)))(e))
+                        }
                     }
                 }
                 Err(e) => return Err(io_err("opening", shown(path, &frames, Some(&sub)))(e)),
@@ -287,7 +289,11 @@ pub fn remove_tree(path: &Path) -> Result<(), TreeError> {
 
 /// Unlinks every non-directory in the directory open at `fd` (the top of `frames`) and
 /// gives the names of its subdirectories.
-fn clear_files(fd: BorrowedFd<'_>, root: &Path, frames: &[Frame]) -> Result<Vec<OsString>, TreeError> {
+fn clear_files(
+    fd: BorrowedFd<'_>,
+    root: &Path,
+    frames: &[Frame],
+) -> Result<Vec<OsString>, TreeError> {
     let entries = list(fd).map_err(|e| io_err("listing", shown(root, frames, None))(e))?;
     let mut dirs = Vec::new();
     for (name, ft) in entries {
@@ -441,7 +447,9 @@ pub fn clear_setid_bits(root: &Path) -> Result<(), TreeError> {
         )
         .map_err(|err| TreeError::Io {
             action: "clearing the setuid and setgid bits of",
-            path: root.join(format!("…{} levels…", e.level.saturating_sub(2))).join(e.name),
+            path: root
+                .join(format!("…{} levels…", e.level.saturating_sub(2)))
+                .join(e.name),
             source: err.into(),
         })
     })

@@ -162,7 +162,10 @@ mod tests {
             .join()
             .expect("no panic")
             .expect_err("too deep");
-        assert!(matches!(e, SandboxError::Output { ref path, .. } if *path == out), "{e}");
+        assert!(
+            matches!(e, SandboxError::Output { ref path, .. } if *path == out),
+            "{e}"
+        );
         let msg = e.to_string();
         assert!(msg.contains("is nested deeper than 2048 levels"), "{msg}");
         assert!(!msg.contains("sandbox setup failed"), "{msg}");

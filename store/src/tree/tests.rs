@@ -51,7 +51,10 @@ fn removes_files_and_symlinks_without_following_and_ignores_missing_paths() {
     fs::set_permissions(tree.join("d"), fs::Permissions::from_mode(0o555)).expect("chmod");
     remove_tree(&tree).expect("tree");
     assert!(!tree.exists());
-    assert!(outside.join("keep").exists(), "the symlink was not followed");
+    assert!(
+        outside.join("keep").exists(),
+        "the symlink was not followed"
+    );
     let link = tmp.path().join("l");
     symlink(&outside, &link).expect("symlink");
     remove_tree(&link).expect("link");
@@ -79,7 +82,10 @@ fn walks_up_to_the_limit_and_refuses_one_level_more() {
     rustix::fs::mkdirat(&b, "c", Mode::RWXU).expect("mkdir");
     let r = root.clone();
     let e = on_small_stack(move || check_depth(&r)).expect_err("too deep");
-    assert!(matches!(e, TreeError::TooDeep { max: MAX_DEPTH, .. }), "{e}");
+    assert!(
+        matches!(e, TreeError::TooDeep { max: MAX_DEPTH, .. }),
+        "{e}"
+    );
     assert_eq!(
         e.to_string(),
         format!(
