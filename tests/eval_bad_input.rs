@@ -196,3 +196,28 @@ fn undefined_variable_suggests_a_name() {
     assert_clean_error(&o, "undefined variable 'valeu'", "v.nix");
     assert!(o.stderr.contains("did you mean 'value'"), "{}", o.stderr);
 }
+
+#[test]
+fn unusable_derivation_output_names_are_clean_errors_at_the_attribute() {
+    // `..` and `""` used to evaluate and write a `.drv` that rocmx's own parser
+    // rejects; every bad `outputs` must stop evaluation, pointing at the attribute.
+    let d = tempfile::tempdir().unwrap();
+    for (outputs, needle) in [
+        (r#"[ ".." ]"#, "invalid derivation output name '..'"),
+        (
+            r#"[ "" ]"#,
+            "derivation cannot have an empty set of outputs",
+        ),
+        (r#"[ "drv" ]"#, "invalid derivation output name 'drv'"),
+        (r#"[ "out" "out" ]"#, "duplicate derivation output 'out'"),
+        (r#"[ "a/b" ]"#, "invalid derivation output name 'a/b'"),
+    ] {
+        let text = format!(
+            "builtins.seq (derivationStrict {{\n  name = \"a\"; system = \"x\"; builder = \"b\";\n  outputs = {outputs};\n}}).drvPath 1\n"
+        );
+        write(d.path(), "outs.nix", text.as_bytes());
+        let o = rocmx_eval(&["outs.nix"], d.path());
+        assert_clean_error(&o, needle, "outs.nix");
+        assert!(o.stderr.contains("outs.nix:3:3"), "{outputs}: {}", o.stderr);
+    }
+}

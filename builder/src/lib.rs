@@ -23,5 +23,6 @@ pub mod ids;
 pub mod output;
 pub mod realise;
 pub mod resolve;
+pub mod structured;
 
 pub use realise::{log_path, BuildError, BuildOptions, Realised, Realiser};

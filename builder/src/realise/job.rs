@@ -389,20 +389,32 @@ fn run_sandboxed(
         )));
     }
     let store = ctx.store;
-    let rootfs = match run_drv.env.get("rootfs") {
+    let rootfs = match crate::structured::string_attr(run_drv, "rootfs") {
         None => None,
         Some(r) => {
-            let p = StorePath::from_absolute(r).map_err(|e| bad(format!("rootfs '{r}': {e}")))?;
+            let p = StorePath::from_absolute(&r).map_err(|e| bad(format!("rootfs '{r}': {e}")))?;
             if !job.closure.contains(&p) {
                 return Err(bad(format!("rootfs '{r}' is not among its inputs")));
             }
             Some(store.real_path(&p))
         }
     };
+    // Structured attributes and `exportReferencesGraph`: files in the build directory.
+    let outputs = outs.iter().map(|o| (o.name.clone(), o.inside.clone())).collect();
+    let env = crate::structured::prepare(run_drv, &outputs, &job.closure, store)
+        .and_then(|p| p.write(build_dir).map(|()| p.env))
+        .map_err(|e| match e {
+            crate::structured::StructuredError::Io { path, source } => BuildError::Io {
+                action: "writing",
+                path,
+                source,
+            },
+            e => bad(e.to_string()),
+        })?;
     let spec = SandboxSpec {
         builder,
         args: run_drv.args.clone(),
-        env: run_drv.env.clone(),
+        env,
         inputs: job
             .closure
             .iter()

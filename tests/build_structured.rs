@@ -1,0 +1,281 @@
+//! End-to-end tests of structured attributes (`__structuredAttrs = true`) and
+//! `exportReferencesGraph` in `rocmx build`, against stores in temporary directories.
+//!
+//! The builder is a static busybox reached through a path literal (`./bb`). Busybox's
+//! shell has no arrays, so the builders read `.attrs.sh` and `.attrs.json` with `sed`
+//! and `eval "set -- …"`; when bash is on the host, the test also sources the copied
+//! `.attrs.sh` with it. The tests skip, saying why, when busybox is missing or the
+//! kernel refuses user namespaces.
+
+mod common;
+use common::{err, make_writable, out};
+
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+const BIN: &str = env!("CARGO_BIN_EXE_rocmx");
+
+/// `dep` ← `user` (refers to dep); `targets` (structured, gets a list of gfx targets,
+/// a set of flags and the graph of `user`); `graph` (unstructured graph of `user`).
+const PACKAGES: &str = r#"
+let
+  bb = ./bb;
+  base = {
+    system = builtins.currentSystem;
+    builder = "${bb}/bin/sh";
+  };
+  dep = derivation (base // {
+    name = "dep";
+    PATH = "${bb}/bin";
+    args = [ "-c" "echo dep > $out" ];
+  });
+  user = derivation (base // {
+    name = "user";
+    PATH = "${bb}/bin";
+    args = [ "-c" "echo ${dep} > $out" ];
+  });
+  targets = derivation (base // {
+    name = "targets";
+    __structuredAttrs = true;
+    gpuTargets = [ "gfx1100" "gfx90a" ];
+    flags = { opt = "-O2"; quoted = "it's"; };
+    doCheck = true;
+    jobs = 4;
+    exportReferencesGraph.closure = [ user ];
+    args = [ "-c" ''
+      set -e
+      PATH=${bb}/bin
+      attrs=$NIX_ATTRS_SH_FILE
+      out=$(sed -n "s/^declare -A outputs=(\['out'\]='\([^']*\)' )$/\1/p" "$attrs")
+      mkdir "$out"
+      list=$(sed -n 's/^declare -a gpuTargets=(\(.*\))$/\1/p' "$attrs")
+      eval "set -- $list"
+      for t in "$@"; do echo "$t"; done > "$out/targets"
+      sed -n 's/.*"gpuTargets":\[\([^]]*\)\].*/\1/p' "$NIX_ATTRS_JSON_FILE" > "$out/targets-json"
+      cp "$attrs" "$out/attrs.sh"
+      cp "$NIX_ATTRS_JSON_FILE" "$out/attrs.json"
+      env > "$out/env"
+    '' ];
+  });
+  graph = derivation (base // {
+    name = "graph";
+    PATH = "${bb}/bin";
+    exportReferencesGraph = [ "refs" user ];
+    args = [ "-c" "cat refs > $out" ];
+  });
+  probe = derivation (base // { name = "probe"; args = [ "-c" "echo > $out" ]; });
+in { inherit dep user targets graph probe; }
+"#;
+
+fn busybox() -> Option<PathBuf> {
+    ["/usr/bin/busybox", "/bin/busybox"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+}
+
+/// A work directory holding `packages.nix`, `bb/` and a store root.
+struct Fixture {
+    dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let bin = dir.path().join("bb/bin");
+        fs::create_dir_all(&bin).unwrap();
+        fs::copy(busybox().expect("busybox"), bin.join("sh")).unwrap();
+        for applet in ["cat", "cp", "echo", "env", "mkdir", "sed"] {
+            symlink("sh", bin.join(applet)).unwrap();
+        }
+        fs::write(dir.path().join("packages.nix"), PACKAGES).unwrap();
+        Fixture { dir }
+    }
+
+    /// `rocmx --store ROOT build --file packages.nix ATTR --no-link --print-out-paths`.
+    fn run_build(&self, attr: &str) -> Output {
+        Command::new(BIN)
+            .env_remove("ROCMX_STORE")
+            .current_dir(self.dir.path())
+            .arg("--store")
+            .arg(self.dir.path().join("root"))
+            .args(["build", "--file", "packages.nix", attr])
+            .args(["--no-link", "--print-out-paths"])
+            .output()
+            .expect("run rocmx")
+    }
+
+    /// The output path of `attr`, built.
+    fn build(&self, attr: &str) -> String {
+        let o = self.run_build(attr);
+        assert!(
+            o.status.success(),
+            "building {attr} failed ({:?}):\nstdout: {}\nstderr: {}",
+            o.status,
+            out(&o),
+            err(&o)
+        );
+        out(&o).trim().to_string()
+    }
+
+    /// Where the logical store path `p` is on the host.
+    fn physical(&self, p: &str) -> PathBuf {
+        let base = p.strip_prefix("/rocmx/store/").expect("logical path");
+        self.dir.path().join("root/store").join(base)
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        make_writable(self.dir.path());
+    }
+}
+
+/// Whether builds can run here (busybox, user namespaces); says why not once.
+fn can_build() -> bool {
+    static OK: OnceLock<bool> = OnceLock::new();
+    *OK.get_or_init(|| {
+        if busybox().is_none() {
+            eprintln!("SKIP: no busybox (install busybox-static)");
+            return false;
+        }
+        let o = Fixture::new().run_build("probe");
+        if o.status.success() {
+            return true;
+        }
+        let e = err(&o);
+        if e.to_lowercase().contains("namespace") {
+            eprintln!("SKIP: the sandbox cannot run here:\n{e}");
+            return false;
+        }
+        panic!("a trivial build failed:\n{e}");
+    })
+}
+
+fn read(p: &Path) -> String {
+    fs::read_to_string(p).unwrap_or_else(|e| panic!("reading {}: {e}", p.display()))
+}
+
+#[test]
+fn structured_attributes_reach_the_builder_as_files() {
+    if !can_build() {
+        return;
+    }
+    let f = Fixture::new();
+    let out_path = f.build("targets");
+    let out_dir = f.physical(&out_path);
+
+    // The list, read from .attrs.sh (shell words) and from .attrs.json.
+    assert_eq!(read(&out_dir.join("targets")), "gfx1100\ngfx90a\n");
+    assert_eq!(
+        read(&out_dir.join("targets-json")),
+        "\"gfx1100\",\"gfx90a\"" // .attrs.json ends without a newline
+    );
+
+    // Only the two file variables, not the attributes themselves.
+    let env = read(&out_dir.join("env"));
+    let vars: Vec<&str> = env
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, _)| k)
+        .collect();
+    assert!(vars.contains(&"NIX_ATTRS_JSON_FILE"), "{env}");
+    assert!(
+        env.contains("NIX_ATTRS_JSON_FILE=/build/.attrs.json\n"),
+        "{env}"
+    );
+    assert!(
+        env.contains("NIX_ATTRS_SH_FILE=/build/.attrs.sh\n"),
+        "{env}"
+    );
+    for absent in ["gpuTargets", "out", "__json", "doCheck", "name", "flags"] {
+        assert!(
+            !vars.contains(&absent),
+            "{absent} is in the environment:\n{env}"
+        );
+    }
+
+    // .attrs.sh: Nix's declarations; the output is the final path (the scratch path
+    // written at build time was rewritten with the output).
+    let sh = read(&out_dir.join("attrs.sh"));
+    for line in [
+        "declare doCheck=1\n".to_string(),
+        "declare -A flags=(['opt']='-O2' ['quoted']='it'\\''s' )\n".to_string(),
+        "declare -a gpuTargets=('gfx1100' 'gfx90a' )\n".to_string(),
+        "declare jobs=4\n".to_string(),
+        "declare name='targets'\n".to_string(),
+        format!("declare -A outputs=(['out']='{out_path}' )\n"),
+    ] {
+        assert!(sh.contains(&line), "{line:?} not in .attrs.sh:\n{sh}");
+    }
+    assert!(
+        !sh.contains("closure"),
+        "nested values stay out of .attrs.sh:\n{sh}"
+    );
+
+    // Bash reads it back, when there is a bash.
+    if Path::new("/bin/bash").exists() {
+        let o = Command::new("/bin/bash")
+            .arg("-c")
+            .arg("source \"$1\"; echo \"${gpuTargets[1]} ${flags[quoted]} ${outputs[out]} $doCheck\"")
+            .arg("bash")
+            .arg(out_dir.join("attrs.sh"))
+            .output()
+            .expect("bash");
+        assert_eq!(
+            out(&o),
+            format!("gfx90a it's {out_path} 1\n"),
+            "{}",
+            err(&o)
+        );
+    }
+
+    // .attrs.json: the attributes, `outputs` as an object, the exported graph.
+    let json: serde_json::Value =
+        serde_json::from_str(&read(&out_dir.join("attrs.json"))).expect("JSON");
+    assert_eq!(json["gpuTargets"], serde_json::json!(["gfx1100", "gfx90a"]));
+    assert_eq!(json["flags"]["quoted"], "it's");
+    assert_eq!(json["jobs"], 4);
+    assert_eq!(json["outputs"], serde_json::json!({ "out": out_path }));
+    let user = f.build("user");
+    let dep = f.build("dep");
+    let graph = json["closure"].as_array().expect("closure is a list");
+    let mut paths: Vec<&str> = graph.iter().map(|e| e["path"].as_str().unwrap()).collect();
+    let mut want = vec![user.as_str(), dep.as_str()];
+    want.sort();
+    assert_eq!(paths, want, "{graph:?}");
+    let entry = |p: &str| graph.iter().find(|e| e["path"] == p).unwrap().clone();
+    let (u, d) = (entry(&user), entry(&dep));
+    assert_eq!(u["references"], serde_json::json!([dep]));
+    assert_eq!(d["references"], serde_json::json!([]));
+    for e in [&u, &d] {
+        assert_eq!(e["valid"], true);
+        assert!(e["narHash"].as_str().unwrap().starts_with("blake3:"), "{e}");
+        assert!(e["narSize"].as_u64().unwrap() > 0, "{e}");
+    }
+    assert_eq!(
+        u["closureSize"].as_u64().unwrap(),
+        u["narSize"].as_u64().unwrap() + d["narSize"].as_u64().unwrap()
+    );
+}
+
+#[test]
+fn export_references_graph_without_structured_attributes_writes_a_file() {
+    if !can_build() {
+        return;
+    }
+    let f = Fixture::new();
+    let out_path = f.build("graph");
+    let user = f.build("user");
+    let dep = f.build("dep");
+    let mut entries = vec![
+        (user.clone(), format!("{user}\n\n1\n{dep}\n")),
+        (dep.clone(), format!("{dep}\n\n0\n")),
+    ];
+    entries.sort();
+    let want: String = entries.into_iter().map(|(_, e)| e).collect();
+    assert_eq!(read(&f.physical(&out_path)), want);
+}
