@@ -1,14 +1,17 @@
-//! The user's configuration files, as far as the CLI needs them.
+//! The user's configuration files and `--option NAME VALUE`, as far as the CLI needs
+//! them.
 //!
-//! Owns: finding and reading `rocmx.conf` and turning its settings into library values
-//! (today: the mirror table of `builtin:fetchurl`).
+//! Owns: finding and reading `rocmx.conf`, parsing its settings, and turning them into
+//! library values ([`Mirrors`] for `builtin:fetchurl`, [`BuildOptions`]' limits).
 //!
 //! Must not: hold defaults that belong to a library (the mirror table's apt default is
-//! [`Mirrors::from_apt`]'s) or write any file.
+//! [`Mirrors::from_apt`]'s, the build limits' are [`BuildOptions::default`]'s) or write
+//! any file.
 //!
 //! # Files
 //!
-//! Read in this order, later ones overriding earlier ones:
+//! Read in this order, later ones overriding earlier ones (and `--option NAME VALUE`
+//! and the dedicated flags such as `--timeout` overriding them all):
 //!
 //! 1. `/etc/rocmx/rocmx.conf`;
 //! 2. `$XDG_CONFIG_HOME/rocmx/rocmx.conf` (or `~/.config/rocmx/rocmx.conf`);
@@ -18,14 +21,39 @@
 //! # mirror://NAME/… expands to each URL in turn
 //! mirror.debian = http://deb.example.invalid/debian
 //! mirror.gnu = https://ftp.example.invalid/gnu https://other.example.invalid/gnu
+//!
+//! timeout = 172800            # seconds a build may run (0: no limit; default 48 h)
+//! max-silent-time = 3600      # seconds without output (0: no limit; default 1 h)
+//! max-build-processes = 8192  # processes and threads per build (0: no limit)
+//! build-dir-size = 256G       # disk for /build plus the outputs (0: no limit)
+//! shm-size = 2G               # size of each build's /dev/shm
+//! download-size-limit = 64G   # largest builtin:fetchurl download
+//! connect-timeout = 30        # seconds to connect, per URL
+//! stalled-download-timeout = 300  # seconds a download may make no progress
 //! ```
 //!
-//! Without a `mirror.debian` line, `mirror://debian` uses the Debian archive URIs of the
-//! machine's apt sources.
+//! Sizes are bytes, or a number with `K`, `M`, `G` or `T` (powers of 1024). Without a
+//! `mirror.debian` line, `mirror://debian` uses the Debian archive URIs of the
+//! machine's apt sources. An unknown setting is an error naming the file, the line and
+//! the closest known setting.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use rocmx_builder::fetchurl::Mirrors;
+use rocmx_builder::realise::BuildOptions;
+
+/// The settings of the `NAME = VALUE` form (all but `mirror.NAME`).
+pub const SETTINGS: [&str; 8] = [
+    "timeout",
+    "max-silent-time",
+    "max-build-processes",
+    "build-dir-size",
+    "shm-size",
+    "download-size-limit",
+    "connect-timeout",
+    "stalled-download-timeout",
+];
 
 /// The configuration files that apply, in the order they are read.
 fn files() -> Result<Vec<PathBuf>, String> {
@@ -50,17 +78,263 @@ fn files() -> Result<Vec<PathBuf>, String> {
     Ok(out)
 }
 
-/// The mirror table: the apt sources' Debian archive, then the configuration files.
-pub fn mirrors() -> Result<Mirrors, String> {
-    let mut m = Mirrors::from_apt();
+/// `#` starts a comment at the start of a line or after whitespace.
+fn strip_comment(line: &str) -> &str {
+    let mut prev_space = true;
+    for (i, c) in line.char_indices() {
+        if c == '#' && prev_space {
+            return &line[..i];
+        }
+        prev_space = c.is_whitespace();
+    }
+    line
+}
+
+/// Everything the configuration files say.
+pub struct Config {
+    pub mirrors: Mirrors,
+    /// `(name, value, where)` of each setting line, in reading order.
+    settings: Vec<(String, String, String)>,
+}
+
+/// Reads every configuration file that applies.
+pub fn read() -> Result<Config, String> {
+    let mut cfg = Config {
+        mirrors: Mirrors::from_apt(),
+        settings: Vec::new(),
+    };
     for f in files()? {
         let text = match std::fs::read_to_string(&f) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => return Err(format!("reading '{}': {e}", f.display())),
         };
-        m.parse_config(&text)
-            .map_err(|e| format!("in '{}': {e}", f.display()))?;
+        cfg.add_text(&text, &f.display().to_string())?;
     }
-    Ok(m)
+    Ok(cfg)
+}
+
+impl Config {
+    /// Adds one file's text: `mirror.NAME` lines go to the mirror table (blank lines
+    /// keep its line numbers right), the others are checked and kept.
+    fn add_text(&mut self, text: &str, file: &str) -> Result<(), String> {
+        let mut mirror_lines = String::new();
+        for (i, raw) in text.lines().enumerate() {
+            let content = strip_comment(raw).trim();
+            let key = content.split_once('=').map(|(k, _)| k.trim());
+            match key {
+                Some(k) if !k.starts_with("mirror.") => {
+                    let value = content.split_once('=').map(|(_, v)| v.trim()).unwrap_or("");
+                    let at = format!("'{file}' line {}", i + 1);
+                    check_setting(k, value).map_err(|e| format!("in {at}: {e}"))?;
+                    self.settings.push((k.to_string(), value.to_string(), at));
+                    mirror_lines.push('\n');
+                }
+                _ => {
+                    mirror_lines.push_str(raw);
+                    mirror_lines.push('\n');
+                }
+            }
+        }
+        self.mirrors
+            .parse_config(&mirror_lines)
+            .map_err(|e| format!("in '{file}': {e}"))
+    }
+
+    /// Adds `--option NAME VALUE` pairs (after the files, so they win).
+    pub fn add_options(&mut self, pairs: &[String]) -> Result<(), String> {
+        for pair in pairs.chunks(2) {
+            let [name, value] = pair else {
+                return Err("--option takes a NAME and a VALUE".into());
+            };
+            if let Some(m) = name.strip_prefix("mirror.") {
+                self.mirrors
+                    .parse_config(&format!("mirror.{m} = {value}"))
+                    .map_err(|e| format!("in --option {name}: {e}"))?;
+                continue;
+            }
+            check_setting(name, value).map_err(|e| format!("in --option {name}: {e}"))?;
+            self.settings
+                .push((name.clone(), value.clone(), format!("--option {name}")));
+        }
+        Ok(())
+    }
+
+    /// Applies the settings, in order, to `opts`.
+    pub fn apply(&self, opts: &mut BuildOptions) -> Result<(), String> {
+        opts.mirrors = self.mirrors.clone();
+        for (name, value, at) in &self.settings {
+            apply_setting(opts, name, value).map_err(|e| format!("in {at}: {e}"))?;
+        }
+        Ok(())
+    }
+}
+
+/// Checks a setting's name and value without applying it.
+fn check_setting(name: &str, value: &str) -> Result<(), String> {
+    apply_setting(&mut BuildOptions::default(), name, value)
+}
+
+/// Seconds; 0 is "no limit".
+fn parse_secs(value: &str) -> Result<Option<Duration>, String> {
+    let n: u64 = value
+        .parse()
+        .map_err(|_| format!("expected a number of seconds, found '{value}'"))?;
+    Ok((n > 0).then(|| Duration::from_secs(n)))
+}
+
+/// Bytes, or a number with a K, M, G or T suffix (powers of 1024).
+pub fn parse_size(value: &str) -> Result<u64, String> {
+    let bad = || format!("expected a size such as 4096, 512M or 2G, found '{value}'");
+    let v = value.trim();
+    let (digits, shift) = match v.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let shift = match c.to_ascii_uppercase() {
+                'K' => 10,
+                'M' => 20,
+                'G' => 30,
+                'T' => 40,
+                _ => return Err(bad()),
+            };
+            (&v[..i], shift)
+        }
+        _ => (v, 0),
+    };
+    let n: u64 = digits.trim().parse().map_err(|_| bad())?;
+    n.checked_mul(1u64 << shift).ok_or_else(bad)
+}
+
+fn apply_setting(opts: &mut BuildOptions, name: &str, value: &str) -> Result<(), String> {
+    let size_or_none = |v: &str| parse_size(v).map(|n| (n > 0).then_some(n));
+    match name {
+        "timeout" => opts.timeout = parse_secs(value)?,
+        "max-silent-time" => opts.max_silent = parse_secs(value)?,
+        "max-build-processes" => {
+            let n: u32 = value
+                .parse()
+                .map_err(|_| format!("expected a number of processes, found '{value}'"))?;
+            opts.limits.max_processes = (n > 0).then_some(n);
+        }
+        "build-dir-size" => opts.limits.disk = size_or_none(value)?,
+        "shm-size" => opts.limits.shm_size = size_or_none(value)?,
+        "download-size-limit" => {
+            opts.fetch_limits.max_size = size_or_none(value)?.unwrap_or(u64::MAX)
+        }
+        "connect-timeout" => {
+            opts.fetch_limits.connect_timeout =
+                parse_secs(value)?.ok_or("connect-timeout must be at least 1 second")?
+        }
+        "stalled-download-timeout" => {
+            opts.fetch_limits.stall_timeout =
+                parse_secs(value)?.ok_or("stalled-download-timeout must be at least 1 second")?
+        }
+        _ => {
+            let hint = closest(name)
+                .map(|s| format!("; did you mean '{s}'?"))
+                .unwrap_or_default();
+            return Err(format!(
+                "unknown setting '{name}'{hint} (known: mirror.NAME, {})",
+                SETTINGS.join(", ")
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The known setting nearest to `name` (edit distance at most 3).
+fn closest(name: &str) -> Option<&'static str> {
+    fn distance(a: &str, b: &str) -> usize {
+        let b: Vec<char> = b.chars().collect();
+        let mut prev: Vec<usize> = (0..=b.len()).collect();
+        for (i, ca) in a.chars().enumerate() {
+            let mut cur = vec![i + 1];
+            for (j, cb) in b.iter().enumerate() {
+                let sub = prev[j] + usize::from(ca != *cb);
+                cur.push(sub.min(prev[j + 1] + 1).min(cur[j] + 1));
+            }
+            prev = cur;
+        }
+        prev[b.len()]
+    }
+    SETTINGS
+        .iter()
+        .map(|s| (distance(name, s), *s))
+        .filter(|(d, _)| *d <= 3)
+        .min()
+        .map(|(_, s)| s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(text: &str) -> Result<Config, String> {
+        let mut c = Config {
+            mirrors: Mirrors::default(),
+            settings: Vec::new(),
+        };
+        c.add_text(text, "test.conf")?;
+        Ok(c)
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("512M"), Ok(512 << 20));
+        assert_eq!(parse_size("2g"), Ok(2 << 30));
+        assert_eq!(parse_size("1T"), Ok(1 << 40));
+        assert!(parse_size("2X").is_err());
+        assert!(parse_size("G").is_err());
+        assert!(parse_size("99999999999T").is_err());
+    }
+
+    #[test]
+    fn settings_apply_in_order_and_zero_means_no_limit() {
+        let c = config(
+            "mirror.gnu = http://a.invalid/gnu\ntimeout = 10 # short\nmax-silent-time = 0\n\
+             max-build-processes = 100\nbuild-dir-size = 1G\nshm-size = 64M\n\
+             download-size-limit = 1M\ntimeout = 20\n",
+        )
+        .unwrap();
+        let mut o = BuildOptions::default();
+        c.apply(&mut o).unwrap();
+        assert_eq!(o.timeout, Some(Duration::from_secs(20)));
+        assert_eq!(o.max_silent, None);
+        assert_eq!(o.limits.max_processes, Some(100));
+        assert_eq!(o.limits.disk, Some(1 << 30));
+        assert_eq!(o.limits.shm_size, Some(64 << 20));
+        assert_eq!(o.fetch_limits.max_size, 1 << 20);
+    }
+
+    #[test]
+    fn defaults_bound_every_build() {
+        let o = BuildOptions::default();
+        assert_eq!(o.timeout, Some(Duration::from_secs(48 * 3600)));
+        assert_eq!(o.max_silent, Some(Duration::from_secs(3600)));
+        assert_eq!(o.limits.max_processes, Some(8192));
+        assert_eq!(o.limits.shm_size, Some(2 << 30));
+        assert_eq!(o.limits.disk, Some(256 << 30));
+    }
+
+    #[test]
+    fn bad_settings_are_named_with_their_line() {
+        let e = config("\n\nmax-silent-tme = 5\n").err().unwrap();
+        assert!(e.contains("'test.conf' line 3"), "{e}");
+        assert!(e.contains("did you mean 'max-silent-time'?"), "{e}");
+        let e = config("shm-size = lots\n").err().unwrap();
+        assert!(e.contains("expected a size such as"), "{e}");
+        let e = config("mirror.x =\n").err().unwrap();
+        assert!(e.contains("line 1"), "{e}");
+    }
+
+    #[test]
+    fn options_override_files() {
+        let mut c = config("timeout = 10\n").unwrap();
+        c.add_options(&["timeout".into(), "0".into()]).unwrap();
+        let mut o = BuildOptions::default();
+        c.apply(&mut o).unwrap();
+        assert_eq!(o.timeout, None);
+        let e = c.add_options(&["nope".into(), "1".into()]).unwrap_err();
+        assert!(e.contains("unknown setting 'nope'"), "{e}");
+    }
 }

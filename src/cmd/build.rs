@@ -6,7 +6,8 @@
 //!     [--dry-run] [--json] [--rebuild] [--keep-failed]
 //!     [--no-link] [-o|--out-link NAME] [--print-out-paths]
 //!     [-j|--max-jobs N] [--cores N] [-k|--keep-going] [--check]
-//!     [--timeout SECS] [--max-silent-time SECS] [-L] [--log-format bar|plain|json]
+//!     [--timeout SECS] [--max-silent-time SECS] [--option NAME VALUE]
+//!     [-L] [--log-format bar|plain|json]
 //! ```
 //!
 //! Owns: option handling (as `rocmx eval` does it: search path, auto-calling with
@@ -98,12 +99,18 @@ pub struct BuildArgs {
     /// Cores each build may use, exported as ROCMX_BUILD_CORES (default: all).
     #[arg(long, value_name = "N")]
     cores: Option<u32>,
-    /// Kill a build that runs longer than SECS seconds.
+    /// Kill a build that runs longer than SECS seconds (0: no limit; default 48 hours,
+    /// or the `timeout` setting).
     #[arg(long, value_name = "SECS")]
     timeout: Option<u64>,
-    /// Kill a build that prints nothing for SECS seconds.
+    /// Kill a build that prints nothing for SECS seconds (0: no limit; default 3600, or
+    /// the `max-silent-time` setting).
     #[arg(long = "max-silent-time", value_name = "SECS")]
     max_silent_time: Option<u64>,
+    /// Set a setting of rocmx.conf for this command (`--option max-build-processes 512`,
+    /// `--option build-dir-size 10G`, …); may be repeated.
+    #[arg(long = "option", num_args = 2, value_names = ["NAME", "VALUE"], action = clap::ArgAction::Append)]
+    option: Vec<String>,
     /// Print the build logs on standard error as they come, each line prefixed `name> `.
     #[arg(short = 'L', long = "print-build-logs")]
     print_build_logs: bool,
@@ -332,25 +339,34 @@ fn collect(ev: &mut Evaluator, v: &Value, out: &mut Vec<Target>, top: bool) -> E
     }
 }
 
+/// The build options: the library's defaults, then the configuration files, then
+/// `--option NAME VALUE`, then the dedicated flags.
 fn options(args: &BuildArgs) -> Result<BuildOptions, Fail> {
-    let defaults = BuildOptions::default();
     if args.max_jobs == 0 {
         return Err(Fail::Msg(
             "--max-jobs 0 would build nothing; give at least 1".into(),
         ));
     }
-    Ok(BuildOptions {
-        cores: args.cores.unwrap_or(defaults.cores),
-        max_jobs: args.max_jobs,
-        keep_going: args.keep_going,
-        timeout: args.timeout.map(Duration::from_secs),
-        max_silent: args.max_silent_time.map(Duration::from_secs),
-        keep_failed: args.keep_failed,
-        rebuild: args.rebuild,
-        check: args.check,
-        mirrors: crate::config::mirrors().map_err(Fail::Msg)?,
-        fetch_limits: defaults.fetch_limits,
-    })
+    let mut opts = BuildOptions::default();
+    let mut cfg = crate::config::read().map_err(Fail::Msg)?;
+    cfg.add_options(&args.option).map_err(Fail::Msg)?;
+    cfg.apply(&mut opts).map_err(Fail::Msg)?;
+    let secs = |s: u64| (s > 0).then(|| Duration::from_secs(s));
+    if let Some(c) = args.cores {
+        opts.cores = c;
+    }
+    if let Some(t) = args.timeout {
+        opts.timeout = secs(t);
+    }
+    if let Some(t) = args.max_silent_time {
+        opts.max_silent = secs(t);
+    }
+    opts.max_jobs = args.max_jobs;
+    opts.keep_going = args.keep_going;
+    opts.keep_failed = args.keep_failed;
+    opts.rebuild = args.rebuild;
+    opts.check = args.check;
+    Ok(opts)
 }
 
 /// The outputs of `r` that `t` selects.

@@ -411,6 +411,17 @@ fn run_sandboxed(
             },
             e => bad(e.to_string()),
         })?;
+    // Host root never builds as itself: each build leases an unprivileged id.
+    let lease = if nix::unistd::geteuid().is_root() {
+        Some(
+            crate::ids::lease(store.state_dir(), &ctx.opts.build_ids).map_err(io_err(
+                "leasing a build user id in",
+                &store.state_dir().join("build-ids.lock"),
+            ))?,
+        )
+    } else {
+        None
+    };
     let spec = SandboxSpec {
         builder,
         args: run_drv.args.clone(),
@@ -432,11 +443,18 @@ fn run_sandboxed(
         timeout: ctx.opts.timeout,
         max_silent: ctx.opts.max_silent,
         log: Box::new(log),
+        host_ids: lease.as_ref().map(|l| l.ids),
+        limits: ctx.opts.limits,
     };
     match sandbox::run(spec) {
         Ok(outcome) if outcome.status.success() => Ok(None),
         Ok(outcome) => Ok(Some(outcome.status.to_string())),
-        Err(e @ (SandboxError::Timeout(_) | SandboxError::Silent(_))) => Ok(Some(e.to_string())),
+        Err(
+            e @ (SandboxError::Timeout(_)
+            | SandboxError::Silent(_)
+            | SandboxError::TooManyProcesses(_)
+            | SandboxError::DiskLimit { .. }),
+        ) => Ok(Some(e.to_string())),
         // The output cannot be accepted (nested too deeply…): name the output.
         Err(SandboxError::Output { path, source }) => Err(BuildError::Output {
             drv: job.drv.clone(),

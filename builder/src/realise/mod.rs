@@ -97,7 +97,25 @@ pub struct BuildOptions {
     /// Time and size limits of `builtin:fetchurl` downloads; the build's `timeout` and
     /// `max_silent` tighten them further.
     pub fetch_limits: FetchLimits,
+    /// Processes, `/dev/shm` and disk of each sandboxed build.
+    pub limits: crate::sandbox::Limits,
+    /// Where builds take their host uids and gids from when rocmx runs as root.
+    pub build_ids: crate::ids::IdRange,
 }
+
+/// The default [`BuildOptions::timeout`]: 48 hours (one derivation of the ROCm stack
+/// can take a day on a small machine; Nix has no default).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(48 * 3600);
+/// The default [`BuildOptions::max_silent`]: one hour without output (a long link step
+/// is silent for minutes, a hung builder forever).
+pub const DEFAULT_MAX_SILENT: Duration = Duration::from_secs(3600);
+/// The default [`crate::sandbox::Limits`]: 8192 processes, 2 GiB of `/dev/shm`, 256 GiB
+/// of disk for `/build` and the outputs.
+pub const DEFAULT_LIMITS: crate::sandbox::Limits = crate::sandbox::Limits {
+    max_processes: Some(8192),
+    shm_size: Some(2 << 30),
+    disk: Some(256 << 30),
+};
 
 impl Default for BuildOptions {
     fn default() -> Self {
@@ -107,13 +125,15 @@ impl Default for BuildOptions {
                 .unwrap_or(1),
             max_jobs: 1,
             keep_going: false,
-            timeout: None,
-            max_silent: None,
+            timeout: Some(DEFAULT_TIMEOUT),
+            max_silent: Some(DEFAULT_MAX_SILENT),
             keep_failed: false,
             rebuild: false,
             check: false,
             mirrors: Mirrors::default(),
             fetch_limits: FetchLimits::default(),
+            limits: DEFAULT_LIMITS,
+            build_ids: crate::ids::IdRange::of_host(),
         }
     }
 }

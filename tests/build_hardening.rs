@@ -1,0 +1,194 @@
+//! End-to-end tests of what a hostile builder meets through `rocmx build`: as root it
+//! runs as an unprivileged host id and its outputs come back root-owned; the kernel's
+//! settings are out of reach; processes, silence and time are bounded by settings from
+//! `rocmx.conf`, `--option` and the flags, with messages that name the setting.
+//!
+//! Stores live in temporary directories (`--store DIR`). The builder is a static
+//! busybox; the tests skip, saying why, when it is missing.
+
+mod common;
+use common::{err, make_writable, out};
+
+use std::fs;
+use std::os::unix::fs::{symlink, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_rocmx");
+
+fn busybox() -> Option<PathBuf> {
+    ["/usr/bin/busybox", "/bin/busybox"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+}
+
+struct Fixture {
+    dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    /// `None` (after saying why) without busybox.
+    fn new() -> Option<Fixture> {
+        let Some(bb) = busybox() else {
+            eprintln!("skipping: busybox is missing (install busybox-static)");
+            return None;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bb/bin");
+        fs::create_dir_all(&bin).unwrap();
+        fs::copy(bb, bin.join("sh")).unwrap();
+        for applet in ["cat", "echo", "mkdir", "sleep", "kill", "ls", "stat", "id"] {
+            symlink("sh", bin.join(applet)).unwrap();
+        }
+        Some(Fixture { dir })
+    }
+
+    /// Writes `default.nix` holding one derivation `name` running `script`.
+    fn package(&self, name: &str, script: &str) {
+        let text = format!(
+            r#"derivation {{
+  name = "{name}";
+  system = builtins.currentSystem;
+  builder = "${{./bb}}/bin/sh";
+  PATH = "${{./bb}}/bin";
+  args = [ "-c" ''{script}'' ];
+}}
+"#
+        );
+        fs::write(self.dir.path().join("default.nix"), text).unwrap();
+    }
+
+    fn run(&self, args: &[&str], envs: &[(&str, &Path)]) -> Output {
+        let mut c = Command::new(BIN);
+        c.env_remove("ROCMX_STORE")
+            .env_remove("ROCMX_CONFIG")
+            .env("XDG_CONFIG_HOME", self.dir.path().join("no-config"))
+            .current_dir(self.dir.path())
+            .arg("--store")
+            .arg(self.dir.path().join("root"))
+            .args(args);
+        for (k, v) in envs {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        make_writable(self.dir.path());
+    }
+}
+
+/// This process's effective uid (the owner of a file it creates).
+fn euid() -> u32 {
+    let f = tempfile::NamedTempFile::new().unwrap();
+    f.as_file().metadata().unwrap().uid()
+}
+
+/// As root, the builder is an unprivileged host id; what it built comes back owned by
+/// root, read-only; it could not open a sysctl for writing.
+#[test]
+fn builds_never_run_as_host_root() {
+    let Some(fx) = Fixture::new() else { return };
+    fx.package(
+        "who",
+        r#"mkdir $out; cat /proc/self/uid_map > $out/map
+if (: >> /proc/sys/kernel/core_pattern) 2>/dev/null; then echo writable > $out/sysctl; else echo refused > $out/sysctl; fi
+mkdir $out/sub; echo x > $out/sub/f"#,
+    );
+    let o = fx.run(&["build", "--no-link", "--print-out-paths", "./default.nix"], &[]);
+    assert!(o.status.success(), "{}", err(&o));
+    let logical = out(&o).trim().to_string();
+    let phys = fx
+        .dir
+        .path()
+        .join("root")
+        .join(logical.trim_start_matches("/rocmx/"));
+    assert_eq!(fs::read_to_string(phys.join("sysctl")).unwrap(), "refused\n");
+    let map = fs::read_to_string(phys.join("map")).unwrap();
+    let build_line: Vec<&str> = map
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some("1000"))
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    if euid() == 0 {
+        let host: u32 = build_line[1].parse().unwrap();
+        assert_ne!(host, 0, "the build user is host root: {map}");
+        for p in [phys.clone(), phys.join("sub"), phys.join("sub/f"), phys.join("map")] {
+            let m = fs::symlink_metadata(&p).unwrap();
+            assert_eq!((m.uid(), m.gid()), (0, 0), "{} is not root's", p.display());
+            assert_eq!(m.mode() & 0o222, 0, "{} is writable", p.display());
+        }
+    } else {
+        assert_eq!(build_line[1], euid().to_string());
+    }
+}
+
+/// `max-silent-time` from rocmx.conf ends a builder that stopped itself; `--option`
+/// and `--max-silent-time` override the file.
+#[test]
+fn silence_bound_from_the_configuration() {
+    let Some(fx) = Fixture::new() else { return };
+    fx.package("stops", "echo stopping; kill -STOP $$; echo never");
+    let conf = fx.dir.path().join("rocmx.conf");
+    fs::write(&conf, "# test\nmax-silent-time = 1\n").unwrap();
+    let t = Instant::now();
+    let o = fx.run(&["build", "--no-link", "./default.nix"], &[("ROCMX_CONFIG", &conf)]);
+    assert!(!o.status.success());
+    assert!(err(&o).contains("build killed after 1s without output"), "{}", err(&o));
+    assert!(t.elapsed() < Duration::from_secs(30));
+    // --option wins over the file, and the flag over both.
+    fs::write(&conf, "max-silent-time = 600\n").unwrap();
+    let o = fx.run(
+        &["build", "--no-link", "--option", "max-silent-time", "1", "./default.nix"],
+        &[("ROCMX_CONFIG", &conf)],
+    );
+    assert!(err(&o).contains("build killed after 1s without output"), "{}", err(&o));
+    let o = fx.run(
+        &["build", "--no-link", "--option", "max-silent-time", "600", "--max-silent-time", "1", "./default.nix"],
+        &[("ROCMX_CONFIG", &conf)],
+    );
+    assert!(err(&o).contains("build killed after 1s without output"), "{}", err(&o));
+}
+
+/// A builder that starts processes until refused fails, naming the setting.
+#[test]
+fn process_bound_names_the_setting() {
+    let Some(fx) = Fixture::new() else { return };
+    fx.package(
+        "many",
+        r#"i=0; while [ $i -lt 500 ]; do sleep 1000 & i=$((i+1)); done; sleep 1000"#,
+    );
+    let t = Instant::now();
+    let o = fx.run(
+        &["build", "--no-link", "--option", "max-build-processes", "32", "--timeout", "60", "./default.nix"],
+        &[],
+    );
+    assert!(!o.status.success());
+    assert!(
+        err(&o).contains("build exceeded 32 processes (the max-build-processes setting)"),
+        "{}",
+        err(&o)
+    );
+    assert!(t.elapsed() < Duration::from_secs(50));
+}
+
+/// Mistyped settings are named with their place and the closest known one.
+#[test]
+fn unknown_settings_are_explained() {
+    let Some(fx) = Fixture::new() else { return };
+    fx.package("x", "echo x > $out");
+    let conf = fx.dir.path().join("rocmx.conf");
+    fs::write(&conf, "\nmax-build-proceses = 10\n").unwrap();
+    let o = fx.run(&["build", "--no-link", "./default.nix"], &[("ROCMX_CONFIG", &conf)]);
+    assert_eq!(o.status.code(), Some(1), "{}", err(&o));
+    let e = err(&o);
+    assert!(e.contains("line 2"), "{e}");
+    assert!(e.contains("did you mean 'max-build-processes'?"), "{e}");
+    let o = fx.run(&["build", "--no-link", "--option", "shm-size", "big", "./default.nix"], &[]);
+    assert!(err(&o).contains("expected a size such as"), "{}", err(&o));
+}
