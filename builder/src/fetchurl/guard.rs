@@ -79,11 +79,21 @@ impl Attempt<'_> {
         log: &mut dyn Write,
         sink: &mut dyn FnMut(&[u8]) -> io::Result<()>,
     ) -> Result<u64, Stop> {
+        transport.prepare(self.url).map_err(Stop::Failed)?;
+        let rx = spawn_worker(transport.clone(), self.url.to_string())?;
+        self.consume(&rx, log, sink)
+    }
+
+    /// Takes the worker's events from `rx` until the body ends or a limit is
+    /// hit; see [`Attempt::run`].
+    fn consume(
+        &self,
+        rx: &Receiver<Event>,
+        log: &mut dyn Write,
+        sink: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> Result<u64, Stop> {
         let url = self.url;
         let limits = self.limits;
-        transport.prepare(url).map_err(Stop::Failed)?;
-        let rx = spawn_worker(transport.clone(), url.to_string())?;
-
         // The response head: the worker's connect and read timeouts apply to
         // each request; this bound only guards against a worker stuck anyway.
         let head_wait = limits
@@ -93,7 +103,7 @@ impl Attempt<'_> {
         let mut current = url.to_string();
         let mut head_by = Instant::now() + head_wait;
         let announced = loop {
-            let Some(event) = self.receive(&rx, head_by, &current)? else {
+            let Some(event) = self.receive(rx, head_by, &current)? else {
                 return Err(Stop::Failed(Failure::new(format!(
                     "no response from '{current}' within {} s",
                     secs(head_wait)
@@ -131,32 +141,34 @@ impl Attempt<'_> {
         let mut window_start = Instant::now();
         let mut window_bytes: u64 = 0;
         loop {
-            let event = match self.receive(&rx, window_start + stall, &current)? {
-                Some(event) => event,
-                None => {
-                    // The window is over: judge it.
-                    if window_bytes == 0 {
-                        return Err(Stop::Failed(no_data(stall, &current)));
-                    }
-                    let floor = (limits.min_speed as f64 * stall.as_secs_f64()) as u64;
-                    if window_bytes < floor {
-                        return Err(Stop::Failed(Failure::new(format!(
-                            "download of '{current}' is too slow: {window_bytes} bytes in the last {} s, less than {} bytes/s",
-                            secs(stall),
-                            limits.min_speed
-                        ))));
-                    }
-                    window_start = Instant::now();
-                    window_bytes = 0;
-                    continue;
+            if Instant::now() >= window_start + stall {
+                // The window is over (even if data is waiting): judge it.
+                if window_bytes == 0 {
+                    return Err(Stop::Failed(no_data(stall, &current)));
                 }
+                let floor = (limits.min_speed as f64 * stall.as_secs_f64()) as u64;
+                if window_bytes < floor {
+                    return Err(Stop::Failed(Failure::new(format!(
+                        "download of '{current}' is too slow: {window_bytes} bytes in the last {} s, less than {} bytes/s",
+                        secs(stall),
+                        limits.min_speed
+                    ))));
+                }
+                window_start = Instant::now();
+                window_bytes = 0;
+            }
+            let Some(event) = self.receive(rx, window_start + stall, &current)? else {
+                continue;
             };
             match event {
                 Event::Data(chunk) => {
                     bytes = bytes.saturating_add(chunk.len() as u64);
                     window_bytes = window_bytes.saturating_add(chunk.len() as u64);
                     if bytes > limits.max_size {
-                        return Err(Stop::Failed(Failure::new(too_large(url, limits.max_size))));
+                        return Err(Stop::Failed(Failure::new(too_large(
+                            &current,
+                            limits.max_size,
+                        ))));
                     }
                     if let Some(size) = self.expected_size.filter(|&s| bytes > s) {
                         return Err(Stop::Failed(Failure::new(format!(
@@ -193,6 +205,17 @@ impl Attempt<'_> {
         by: Instant,
         current: &str,
     ) -> Result<Option<Event>, Stop> {
+        let out_of_time = || {
+            let limit = self.limits.timeout.unwrap_or_default();
+            Stop::OutOfTime(Failure::new(format!(
+                "'{current}' did not arrive within the fetch's time limit of {} s (--timeout)",
+                secs(limit)
+            )))
+        };
+        // Checked first, so that a steady stream cannot outrun the deadline.
+        if self.deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(out_of_time());
+        }
         let until = match self.deadline {
             Some(d) if d <= by => d,
             _ => by,
@@ -201,13 +224,7 @@ impl Attempt<'_> {
         match rx.recv_timeout(wait) {
             Ok(event) => Ok(Some(event)),
             Err(RecvTimeoutError::Timeout) => match self.deadline {
-                Some(d) if Instant::now() >= d => {
-                    let limit = self.limits.timeout.unwrap_or_default();
-                    Err(Stop::OutOfTime(Failure::new(format!(
-                        "'{current}' did not arrive within the fetch's time limit of {} s (--timeout)",
-                        secs(limit)
-                    ))))
-                }
+                Some(d) if Instant::now() >= d => Err(out_of_time()),
                 _ => Ok(None),
             },
             Err(RecvTimeoutError::Disconnected) => Err(internal(
@@ -311,5 +328,90 @@ fn work(mut transport: Transport, url: &str, tx: &SyncSender<Event>) {
         if tx.send(event).is_err() || last {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A channel already holding a response head and `chunks` chunks of 1 KiB.
+    fn queued(chunks: usize) -> Receiver<Event> {
+        let (tx, rx) = mpsc::sync_channel(chunks + 2);
+        tx.send(Event::Head { expected_len: None }).unwrap();
+        for _ in 0..chunks {
+            tx.send(Event::Data(vec![0; 1024])).unwrap();
+        }
+        tx.send(Event::End).unwrap();
+        rx
+    }
+
+    fn reason(stop: Stop) -> String {
+        match stop {
+            Stop::Failed(f) | Stop::OutOfTime(f) => f.reason,
+            Stop::Local(e) => panic!("local error {e}"),
+        }
+    }
+
+    #[test]
+    fn limits_hold_while_data_keeps_coming() {
+        // Data is always waiting and the sink is slow: the deadline and the
+        // speed check must still be applied between chunks.
+        let slow = &mut |_: &[u8]| {
+            thread::sleep(Duration::from_millis(5));
+            Ok(())
+        };
+        let limits = Limits {
+            timeout: Some(Duration::from_millis(50)),
+            ..Limits::default()
+        };
+        let attempt = Attempt {
+            url: "http://h.example.invalid/f",
+            limits: &limits,
+            deadline: Some(Instant::now() + Duration::from_millis(50)),
+            expected_size: None,
+        };
+        let stop = attempt
+            .consume(&queued(200), &mut Vec::new(), slow)
+            .expect_err("the deadline passes long before 200 slow chunks");
+        assert!(matches!(stop, Stop::OutOfTime(_)));
+        assert!(reason(stop).contains("time limit of 0.05 s"));
+
+        let limits = Limits {
+            stall_timeout: Duration::from_millis(20),
+            min_speed: 1 << 40,
+            ..Limits::default()
+        };
+        let attempt = Attempt {
+            url: "http://h.example.invalid/f",
+            limits: &limits,
+            deadline: None,
+            expected_size: None,
+        };
+        let stop = attempt
+            .consume(&queued(200), &mut Vec::new(), slow)
+            .expect_err("far below the minimum speed");
+        let r = reason(stop);
+        assert!(
+            r.contains("too slow") && r.contains("h.example.invalid"),
+            "{r}"
+        );
+
+        // Without limits in the way, the same stream is delivered whole.
+        let attempt = Attempt {
+            url: "http://h.example.invalid/f",
+            limits: &Limits::default(),
+            deadline: None,
+            expected_size: Some(10 * 1024),
+        };
+        let mut got = 0;
+        let n = attempt
+            .consume(&queued(10), &mut Vec::new(), &mut |c: &[u8]| {
+                got += c.len();
+                Ok(())
+            })
+            .map_err(reason)
+            .unwrap();
+        assert_eq!((n, got), (10 * 1024, 10 * 1024));
     }
 }

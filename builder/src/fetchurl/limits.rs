@@ -59,13 +59,14 @@ impl Limits {
     }
 }
 
-/// A duration in seconds for messages: whole seconds as `N`, else one
-/// decimal (`0.5`).
+/// A duration in seconds for messages: whole seconds as `N`, else with
+/// millisecond precision (`0.5`, `0.05`).
 pub(super) fn secs(d: Duration) -> String {
     if d.subsec_millis() == 0 {
         d.as_secs().to_string()
     } else {
-        format!("{:.1}", d.as_secs_f64())
+        let s = format!("{:.3}", d.as_secs_f64());
+        s.trim_end_matches('0').to_string()
     }
 }
 
@@ -94,5 +95,6 @@ mod tests {
     fn seconds_in_messages() {
         assert_eq!(secs(Duration::from_secs(300)), "300");
         assert_eq!(secs(Duration::from_millis(1500)), "1.5");
+        assert_eq!(secs(Duration::from_millis(50)), "0.05");
     }
 }
