@@ -464,7 +464,7 @@ fn graph_pairs(spec: &str) -> Result<Vec<(String, StorePath)>, StructuredError> 
         .split([' ', '\t', '\n', '\r'])
         .filter(|w| !w.is_empty())
         .collect();
-    if words.len() % 2 != 0 {
+    if !words.len().is_multiple_of(2) {
         return Err(StructuredError::OddTokens(spec.to_string()));
     }
     words
