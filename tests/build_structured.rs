@@ -243,7 +243,7 @@ fn structured_attributes_reach_the_builder_as_files() {
     let user = f.build("user");
     let dep = f.build("dep");
     let graph = json["closure"].as_array().expect("closure is a list");
-    let mut paths: Vec<&str> = graph.iter().map(|e| e["path"].as_str().unwrap()).collect();
+    let paths: Vec<&str> = graph.iter().map(|e| e["path"].as_str().unwrap()).collect();
     let mut want = vec![user.as_str(), dep.as_str()];
     want.sort();
     assert_eq!(paths, want, "{graph:?}");
