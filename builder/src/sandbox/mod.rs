@@ -55,20 +55,44 @@
 //!
 //! # Identity: how ids are mapped
 //!
-//! The sandbox uses **one** user namespace that maps a single id: inside uid 1000 ↦ the
-//! caller's effective uid, inside gid 100 ↦ the caller's effective gid (`setgroups` is
-//! denied first, which the kernel requires of an unprivileged caller). That is the one
-//! mapping any user may write for itself, so root and unprivileged users take the same
-//! path. The process that creates a user namespace holds every capability *in it*,
-//! whatever its uid there, so the setup (mounts, `pivot_root`, hostname) is done as uid
-//! 1000 with full capabilities in the namespace; then every capability is dropped (the
-//! caps crate: ambient, bounding, inheritable, permitted and effective) and
-//! `PR_SET_NO_NEW_PRIVS` is set before the builder is started. No nested user
-//! namespace and no uid 0 inside are needed. Host files that belong to other users
-//! appear owned by `nobody` (65534). Files the builder creates belong, on the host, to
-//! the caller. When the caller is root its supplementary groups are dropped first, so
-//! the builder's groups are exactly `100`; an unprivileged caller's supplementary groups
-//! (which it cannot drop) appear as `nogroup`.
+//! The build user is inside uid 1000 / gid 100, in one user namespace, and is never
+//! host root:
+//!
+//! * **An unprivileged caller** maps a single id, the one mapping any user may write
+//!   for itself: inside 1000 ↦ the caller's effective uid, 100 ↦ its effective gid
+//!   (`setgroups` denied first, as the kernel requires). Host files of other users
+//!   appear owned by `nobody` (65534); the caller's supplementary groups (which it
+//!   cannot drop) appear as `nogroup`.
+//! * **Host root** must pass [`SandboxSpec::host_ids`], an unprivileged host uid and gid
+//!   (the realiser leases one per build: `crate::ids`). The maps are then `0 ↦ 0` and
+//!   `1000 ↦ host_ids.uid` (gids alike). Init assembles the root as inside uid 0, so
+//!   root-owned host paths (a store under `/root`, `0700` build directories) are its
+//!   own; then it drops its supplementary groups and the bounding set and becomes
+//!   1000/100 for good (`setresgid`/`setresuid`, which also empties its capability
+//!   sets) before starting the builder. The parent hands `/build` and the output's
+//!   directory to the build user before the build and the outputs back to itself after
+//!   it (`hand_back`). Because the builder's host uid is not 0, the kernel refuses it
+//!   whatever is root-only on the host (sysctls, `RLIMIT_NPROC` applies, …).
+//!
+//! The process that creates a user namespace holds every capability *in it*, so the
+//! setup (mounts, `pivot_root`, hostname) needs no privilege on the host; then every
+//! capability is dropped (the caps crate: ambient, bounding, inheritable, permitted and
+//! effective) and `PR_SET_NO_NEW_PRIVS` is set before the builder is started. Each
+//! build also joins a fresh anonymous session keyring, and the seccomp filter denies
+//! the keyring calls: keyrings are not namespaced.
+//!
+//! # Resource bounds ([`Limits`])
+//!
+//! * Processes: `RLIMIT_NPROC` of the build user. Each build has its own user
+//!   namespace, and the kernel counts that limit per user *and* namespace, so it bounds
+//!   this build alone. Init counts the processes of the pid namespace (every 200 ms,
+//!   every 2 ms past half the limit, and when the builder fails) and kills the build
+//!   at the limit: [`SandboxError::TooManyProcesses`]. A fork bomb that collapses by
+//!   itself when forks fail (a shell exits when its fork fails) is merely contained.
+//! * `/dev/shm`: a tmpfs of [`Limits::shm_size`]; writes past it fail with `ENOSPC`.
+//! * Disk: `/build` and the outputs are on the host's disk; the parent adds up their
+//!   blocks every few seconds (module `disk`) and kills the build past
+//!   [`Limits::disk`]: [`SandboxError::DiskLimit`].
 //!
 //! # Processes
 //!
@@ -100,7 +124,16 @@
 //!
 //! `/proc/1/cmdline` (the sandbox's init is a clone of the caller) shows the caller's
 //! command line; its environment and memory are protected (init is not dumpable). The
-//! kernel's own view (`uname`, `/proc/cpuinfo`, `/proc/meminfo`...) is the host's.
+//! kernel's own view (`uname`, `/proc/cpuinfo`, `/proc/meminfo`...) is the host's, read
+//! only: `/proc/sys`, `/proc/sysrq-trigger`, `/proc/irq`, `/proc/bus` and `/proc/fs` are
+//! bound read-only, `/proc/kcore`, `/proc/keys`, `/proc/timer_list` and the like are
+//! hidden (see [`plan::PROC_READ_ONLY`]), and there is no `/sys`.
+//!
+//! `/proc/self/mountinfo` shows, for each bind mount, the path of its source *within
+//! its filesystem*: with the store at `/rocmx` that is the logical path, but with
+//! `--store DIR` elsewhere it is the physical one (`DIR/store/<hash>-<name>`). A bind
+//! mount cannot hide it (the kernel prints the mount's root dentry); doing so would
+//! need a filesystem of its own per input (an overlay), not done.
 //!
 //! # Environment
 //!
@@ -127,10 +160,11 @@ use nix::poll::{PollFd, PollFlags, PollTimeout};
 use nix::sched::CloneFlags;
 use nix::sys::signal::{kill, Signal};
 use nix::sys::wait::waitpid;
-use nix::unistd::{getegid, geteuid, Pid};
+use nix::unistd::{getegid, geteuid};
 
 mod child;
 mod disk;
+mod identity;
 pub mod plan;
 mod protocol;
 mod seccomp;
@@ -351,76 +385,6 @@ fn setup_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> SandboxError 
 fn cstring(what: &str, bytes: &[u8]) -> Result<CString, SandboxError> {
     CString::new(bytes)
         .map_err(|_| SandboxError::InvalidSpec(format!("{what} contains a NUL byte")))
-}
-
-/// The id maps of the sandbox's user namespace, as written to `/proc/<pid>/uid_map` and
-/// `gid_map`. The caller's own ids (an unprivileged caller): one line each, inside
-/// 1000 ↦ `uid`, 100 ↦ `gid`. Host root with [`HostIds`]: also inside 0 ↦ host 0, which
-/// only init uses while it assembles the root (it then becomes 1000/100 for good).
-fn id_maps(own: (u32, u32), host_ids: Option<HostIds>) -> (String, String) {
-    match host_ids {
-        None => (format!("1000 {} 1\n", own.0), format!("100 {} 1\n", own.1)),
-        Some(h) => (
-            format!("0 {} 1\n1000 {} 1\n", own.0, h.uid),
-            format!("0 {} 1\n100 {} 1\n", own.1, h.gid),
-        ),
-    }
-}
-
-/// Writes init's id maps from outside, as `newuidmap` would: `setgroups` denied first
-/// (unless `keep_setgroups`: for host root, whose init then drops its supplementary
-/// groups itself), then the maps of [`id_maps`], each in one write.
-fn write_id_maps(
-    pid: Pid,
-    keep_setgroups: bool,
-    uid_map: &str,
-    gid_map: &str,
-) -> Result<(), (String, io::Error)> {
-    let write = |name: &str, data: &[u8], missing_ok: bool| {
-        let path = format!("/proc/{pid}/{name}");
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .open(&path)
-            .and_then(|mut f| f.write(data))
-        {
-            Ok(n) if n == data.len() => Ok(()),
-            Ok(_) => Err((
-                format!("writing {path}"),
-                io::Error::from_raw_os_error(libc::EIO),
-            )),
-            Err(e) if missing_ok && e.kind() == io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err((format!("writing {path}"), e)),
-        }
-    };
-    if !keep_setgroups {
-        write("setgroups", b"deny", true)?;
-    }
-    write("uid_map", uid_map.as_bytes(), false)?;
-    write("gid_map", gid_map.as_bytes(), false)
-}
-
-/// Gives every entry of the output tree at `root` to `owner` (the caller: root), so
-/// that no file of the store belongs to a build user. Depth-bounded like every walk of
-/// an output ([`rocmx_store::tree::MAX_DEPTH`]).
-fn hand_back(root: &Path, owner: (u32, u32)) -> Result<(), rocmx_store::tree::TreeError> {
-    use nix::unistd::{Gid, Uid};
-    rocmx_store::tree::walk(root, rocmx_store::tree::MAX_DEPTH, &mut |e| {
-        if e.stat.st_uid == owner.0 && e.stat.st_gid == owner.1 {
-            return Ok(());
-        }
-        nix::unistd::fchownat(
-            e.dir,
-            e.name,
-            Some(Uid::from_raw(owner.0)),
-            Some(Gid::from_raw(owner.1)),
-            nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
-        )
-        .map_err(|err| rocmx_store::tree::TreeError::Io {
-            action: "handing back from the build user",
-            path: root.join(e.name),
-            source: err.into(),
-        })
-    })
 }
 
 /// Runs the builder in a fresh sandbox and waits for it. See the module documentation.
@@ -694,8 +658,8 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
     drop(devnull);
     drop(staging_fd);
     // init waits for its id maps: inside uid 1000 / gid 100 are the caller's.
-    let (uid_map, gid_map) = id_maps(own_ids, spec.host_ids);
-    if let Err((what, e)) = write_id_maps(init, clear_groups, &uid_map, &gid_map) {
+    let (uid_map, gid_map) = identity::id_maps(own_ids, spec.host_ids);
+    if let Err((what, e)) = identity::write_id_maps(init, clear_groups, &uid_map, &gid_map) {
         let _ = kill(init, Signal::SIGKILL);
         while let Err(Errno::EINTR) = waitpid(init, None) {}
         let errno = Errno::from_raw(e.raw_os_error().unwrap_or(0));
@@ -705,23 +669,10 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
         return Err(SandboxError::Setup(what, e));
     }
     if let Some(h) = spec.host_ids {
-        // The build user owns what it may write: /build and the output's directory.
-        for d in [&build_dir, &staging.dir] {
-            if let Err(e) = std::os::unix::fs::lchown(d, Some(h.uid), Some(h.gid)) {
-                let _ = kill(init, Signal::SIGKILL);
-                while let Err(Errno::EINTR) = waitpid(init, None) {}
-                let what = if e.raw_os_error() == Some(libc::EINVAL) {
-                    format!(
-                        "handing {} to the build user {}:{}, an id this user namespace does not map (in a container, give the user 'rocmx' a mapped range in /etc/subuid and /etc/subgid)",
-                        d.display(),
-                        h.uid,
-                        h.gid
-                    )
-                } else {
-                    format!("handing {} to the build user", d.display())
-                };
-                return Err(SandboxError::Setup(what, e));
-            }
+        if let Err(e) = identity::hand_over(&[&build_dir, &staging.dir], h) {
+            let _ = kill(init, Signal::SIGKILL);
+            while let Err(Errno::EINTR) = waitpid(init, None) {}
+            return Err(e);
         }
     }
     // Go ahead. (If this fails, init has died: the status pipe tells the rest.)
@@ -847,7 +798,7 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
                 )))?;
                 strip_setid(out_host)?;
                 if spec.host_ids.is_some() {
-                    hand_back(out_host, own_ids).map_err(|source| SandboxError::Output {
+                    identity::hand_back(out_host, own_ids).map_err(|source| SandboxError::Output {
                         path: out_host.clone(),
                         source,
                     })?;
