@@ -12,7 +12,10 @@
 //! For one run: one [`Event::Planned`], then per derivation either [`Event::Cached`]
 //! (realised without building), or [`Event::Started`], any number of [`Event::Log`]
 //! and [`Event::Phase`], then [`Event::Built`] or [`Event::Failed`]; or
-//! [`Event::Skipped`] when an input failed. Events of concurrent builds interleave.
+//! [`Event::Skipped`] when an input failed. [`Event::WaitingForLock`] may come before
+//! [`Event::Cached`], [`Event::Started`] or [`Event::Failed`] when another process was
+//! building the derivation (a derivation whose wait is cut short by the run stopping
+//! gets no further event). Events of concurrent builds interleave.
 //! Events come from several threads; a sink must be `Send + Sync`.
 //!
 //! # Phase markers
@@ -45,6 +48,14 @@ pub enum Event {
         drv: StorePath,
         /// Its outputs.
         outputs: BTreeMap<String, StorePath>,
+    },
+    /// Another process (or realiser) holds the derivation's build lock: it is building
+    /// it. This run waits, then uses its result (or builds, if it failed).
+    WaitingForLock {
+        /// The derivation.
+        drv: StorePath,
+        /// Its `name`.
+        name: String,
     },
     /// A build started.
     Started {
@@ -99,6 +110,7 @@ impl Event {
         match self {
             Event::Planned { .. } => None,
             Event::Cached { drv, .. }
+            | Event::WaitingForLock { drv, .. }
             | Event::Started { drv, .. }
             | Event::Log { drv, .. }
             | Event::Phase { drv, .. }

@@ -277,13 +277,21 @@ pub(crate) fn exit_code(r: Result<(), Fail>) -> i32 {
 /// The store at `--store DIR` / `ROCMX_STORE`, or at the default root.
 pub(crate) fn open_store(s: &StoreOpt) -> Result<LocalStore, Fail> {
     let root = s.root.clone().unwrap_or_else(LocalStore::default_root);
-    LocalStore::open(&root).map_err(|e| {
+    let store = LocalStore::open(&root).map_err(|e| {
         Fail::Msg(format!(
             "opening the store at '{}': {}",
             root.display(),
             store_msg(&e)
         ))
-    })
+    })?;
+    if let Some(uid) = store.foreign_owner() {
+        eprintln!(
+            "warning: running as root on the store at '{}', which belongs to uid {uid}; \
+             the files rocmx shares there are given to that user",
+            root.display()
+        );
+    }
+    Ok(store)
 }
 
 /// The store path an argument designates: `/rocmx/store/<hash>-<name>[/sub]`, the same under

@@ -5,7 +5,8 @@
 //! ([`LogFormat`], `--log-format`), the `-L` log prefixes, and the live status area:
 //!
 //! - **bar** on a terminal: a status area at the bottom of the screen (counts, then one
-//!   line per running build with its phase and elapsed time), redrawn by a ticker thread
+//!   line per running build with its phase and elapsed time, then one per derivation
+//!   waiting for the build lock another process holds), redrawn by a ticker thread
 //!   at most ten times a second and only when its text changed; permanent lines
 //!   (`built NAME in 1.2s`, failure messages, `skipped …`, `-L` log lines) are printed
 //!   above it. Only these escape codes are written: cursor up (`ESC[nA`), erase line
@@ -54,10 +55,12 @@ pub enum LogFormat {
     /// A live status area when standard error is a terminal, plain lines otherwise.
     #[default]
     Bar,
-    /// One line per event, no escape codes: `building '/rocmx/store/…-x.drv'...`,
+    /// One line per event, no escape codes: `waiting for lock on '/rocmx/store/…-x.drv'...`
+    /// (another process is building it), `building '/rocmx/store/…-x.drv'...`,
     /// `built x (1.2s)`, failure messages, `skipped …`; with `-L`, `x> ` and a log line.
     Plain,
-    /// One JSON object per line: `planned` (`drvs`), `start` (`drv`, `name`), `phase`
+    /// One JSON object per line: `planned` (`drvs`), `waiting` (`drv`, `name`: another
+    /// process holds its build lock), `start` (`drv`, `name`), `phase`
     /// (`drv`, `phase`), `log` (`drv`, `line`: one complete line, lossy UTF-8, always,
     /// whatever `-L` says), `built` (`drv`, `outputs`, `duration_ms`), `cached` (`drv`,
     /// `outputs`), `failed` (`drv`, `message`), `skipped` (`drv`, `because`). Each has
@@ -162,6 +165,8 @@ struct State {
     skipped: usize,
     /// In the order they started.
     running: Vec<Running>,
+    /// Derivations waiting for their build lock, in the order they began to.
+    waiting: Vec<Running>,
     /// Incomplete log lines, per derivation (only kept when log lines are shown).
     partial: HashMap<StorePath, Vec<u8>>,
     /// The status lines on screen now (live form); the cursor is on the line below.
@@ -224,6 +229,7 @@ impl Progress {
                 failed: 0,
                 skipped: 0,
                 running: Vec::new(),
+                waiting: Vec::new(),
                 partial: HashMap::new(),
                 drawn: Vec::new(),
                 ticking: false,
@@ -322,6 +328,7 @@ impl State {
     fn set_outcome(&mut self, drv: &StorePath, o: Outcome) {
         self.known.insert(drv.clone());
         self.running.retain(|r| &r.drv != drv);
+        self.waiting.retain(|r| &r.drv != drv);
         if let Some(old) = self.outcomes.insert(drv.clone(), o) {
             *self.counter(old) -= 1;
         }
@@ -366,9 +373,36 @@ impl State {
                     );
                 }
             }
+            Event::WaitingForLock { drv, name } => {
+                self.known.insert(drv.clone());
+                self.names.insert(drv.clone(), name.clone());
+                if !self.waiting.iter().any(|r| &r.drv == drv) {
+                    self.waiting.push(Running {
+                        drv: drv.clone(),
+                        name: name.clone(),
+                        since: Instant::now(),
+                        phase: None,
+                    });
+                }
+                match self.mode {
+                    Mode::Plain => {
+                        let _ = writeln!(perm, "waiting for lock on '{}'...", drv.to_absolute());
+                    }
+                    Mode::Json => json_line(
+                        &mut perm,
+                        format_args!(
+                            r#"{{"action":"waiting","drv":{},"name":{}}}"#,
+                            js(&drv.to_absolute()),
+                            js(name)
+                        ),
+                    ),
+                    Mode::Live => {}
+                }
+            }
             Event::Started { drv, name } => {
                 self.known.insert(drv.clone());
                 self.names.insert(drv.clone(), name.clone());
+                self.waiting.retain(|r| &r.drv != drv);
                 if let Some(old) = self.outcomes.remove(drv) {
                     *self.counter(old) -= 1;
                 }
@@ -620,9 +654,11 @@ impl State {
         let width = self.width.columns().saturating_sub(1).max(10);
         let total = self.known.len();
         let running = self.running.len();
+        let waiting = self.waiting.len();
         let queued = total
             .saturating_sub(self.done)
             .saturating_sub(running)
+            .saturating_sub(waiting)
             .saturating_sub(self.failed)
             .saturating_sub(self.skipped);
         let mut head = format!(
@@ -632,10 +668,18 @@ impl State {
         if self.skipped > 0 {
             head.push_str(&format!(", skipped {}", self.skipped));
         }
+        if waiting > 0 {
+            head.push_str(&format!(", waiting {waiting}"));
+        }
         head.push(']');
         let mut lines = vec![truncate(&head, width)];
-        for r in self.running.iter().take(MAX_RUNNING_LINES) {
-            let mut line = format!("  building {}", printable(&r.name));
+        let listed = self
+            .running
+            .iter()
+            .map(|r| (r, "building"))
+            .chain(self.waiting.iter().map(|r| (r, "waiting for lock on")));
+        for (r, what) in listed.take(MAX_RUNNING_LINES) {
+            let mut line = format!("  {what} {}", printable(&r.name));
             if let Some(p) = &r.phase {
                 line.push_str(&format!(" ({})", printable(p)));
             }
@@ -643,8 +687,8 @@ impl State {
             line.push_str(&elapsed(now.saturating_duration_since(r.since)));
             lines.push(truncate(&line, width));
         }
-        if running > MAX_RUNNING_LINES {
-            let more = format!("  … and {} more", running - MAX_RUNNING_LINES);
+        if running + waiting > MAX_RUNNING_LINES {
+            let more = format!("  … and {} more", running + waiting - MAX_RUNNING_LINES);
             lines.push(truncate(&more, width));
         }
         lines
@@ -1210,6 +1254,66 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn waiting_for_lock_in_every_form() {
+        let evs = [
+            Event::Planned {
+                drvs: vec![p(A), p(B)],
+            },
+            Event::WaitingForLock {
+                drv: p(A),
+                name: "hello".into(),
+            },
+            Event::Cached {
+                drv: p(A),
+                outputs: outs(A_OUT),
+            },
+        ];
+        let run = |format, tty| {
+            let buf = Buf::default();
+            let pr = Progress::with_options(
+                format,
+                false,
+                Box::new(buf.clone()),
+                tty,
+                Width::Fixed(80),
+                false,
+            );
+            (pr, buf)
+        };
+        let (pr, buf) = run(LogFormat::Plain, false);
+        evs.iter().for_each(|e| pr.event(e));
+        pr.finish();
+        assert_eq!(buf.text(), format!("waiting for lock on '{A}'...\n"));
+
+        let (pr, buf) = run(LogFormat::Json, false);
+        evs.iter().for_each(|e| pr.event(e));
+        pr.finish();
+        let text = buf.text();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[1],
+            format!(r#"{{"action":"waiting","drv":"{A}","name":"hello"}}"#)
+        );
+        assert!(lines[2].starts_with(r#"{"action":"cached""#));
+
+        let (pr, buf) = run(LogFormat::Bar, true);
+        evs[..2].iter().for_each(|e| pr.event(e));
+        assert_eq!(
+            screen(&buf.bytes()),
+            [
+                "[done 0/2, running 0, queued 1, failed 0, waiting 1]",
+                "  waiting for lock on hello 0s",
+            ]
+        );
+        pr.event(&evs[2]);
+        assert_eq!(
+            screen(&buf.bytes()),
+            ["[done 1/2, running 0, queued 1, failed 0]"]
+        );
+        pr.finish();
     }
 
     #[test]

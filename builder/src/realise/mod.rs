@@ -47,7 +47,6 @@
 //! for failed builds too.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
-use std::fs;
 use std::path::PathBuf;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -63,12 +62,18 @@ use crate::resolve::{self, ResolvedInput};
 
 mod error;
 mod job;
+mod lock;
 mod log;
+mod plan;
 
 use error::io_err;
 pub use error::{BuildError, CheckDifference};
 
 pub use log::log_path;
+pub use plan::valid_fixed_outputs;
+
+/// How often builds waiting for their lock try it again.
+const LOCK_POLL: Duration = Duration::from_millis(50);
 
 /// How builds run.
 #[derive(Debug, Clone)]
@@ -317,83 +322,6 @@ impl<'a> Realiser<'a> {
             .collect()
     }
 
-    /// Reads the closure of `goals` into `graph` (edges input → dependent). Valid fixed
-    /// outputs are realised at once, without reading their inputs; derivations that
-    /// cannot be read fail at once.
-    fn plan(
-        &mut self,
-        goals: &[StorePath],
-        graph: &mut DiGraph<Node, ()>,
-        index: &mut HashMap<StorePath, NodeIndex>,
-    ) {
-        let goal_set: HashSet<&StorePath> = goals.iter().collect();
-        // (derivation, the dependent that needs it)
-        let mut stack: Vec<(StorePath, Option<NodeIndex>)> =
-            goals.iter().rev().map(|g| (g.clone(), None)).collect();
-        while let Some((p, dependent)) = stack.pop() {
-            if let Some(&n) = index.get(&p) {
-                if let Some(dep) = dependent {
-                    graph.update_edge(n, dep, ());
-                }
-                continue;
-            }
-            let check = self.opts.check && goal_set.contains(&p);
-            if !check && (self.done.contains_key(&p) || self.failed.contains_key(&p)) {
-                // From an earlier run of this realiser: an input that is a known node
-                // of nothing; dependents look it up in `done`/`failed` directly.
-                if let Some(root) = self.failed.get(&p).cloned() {
-                    if let Some(dep) = dependent {
-                        // The dependent is skipped once it is in the graph.
-                        let dd = graph[dep].drv.clone();
-                        self.failed.entry(dd).or_insert(root);
-                    }
-                }
-                continue;
-            }
-            let d = match self.read_drv(&p) {
-                Ok(d) => d,
-                Err(e) => {
-                    let n = graph.add_node(Node {
-                        drv: p.clone(),
-                        d: Arc::new(Derivation::default()),
-                        check,
-                    });
-                    index.insert(p.clone(), n);
-                    if let Some(dep) = dependent {
-                        graph.add_edge(n, dep, ());
-                    }
-                    self.fail(graph, n, e);
-                    continue;
-                }
-            };
-            let n = graph.add_node(Node {
-                drv: p.clone(),
-                d: d.clone(),
-                check,
-            });
-            index.insert(p.clone(), n);
-            if let Some(dep) = dependent {
-                graph.add_edge(n, dep, ());
-            }
-            if !self.opts.rebuild && !check {
-                match self.valid_fixed(&d) {
-                    Ok(Some(outputs)) => {
-                        self.complete(&p, outputs, false);
-                        continue;
-                    }
-                    Ok(None) => {}
-                    Err(e) => {
-                        self.fail(graph, n, e);
-                        continue;
-                    }
-                }
-            }
-            for input in d.input_drvs.keys().rev() {
-                stack.push((input.clone(), Some(n)));
-            }
-        }
-    }
-
     /// Runs the DAG: prepares ready derivations, runs builds on worker threads. Gives
     /// the first failure, if any.
     fn execute(&mut self, graph: &DiGraph<Node, ()>, failed_before: usize) -> Option<StorePath> {
@@ -423,6 +351,8 @@ impl<'a> Realiser<'a> {
         }
         let mut first_failure: Option<StorePath> = self.failed_list.get(failed_before).cloned();
         let mut queue: VecDeque<(NodeIndex, Box<job::Job>)> = VecDeque::new();
+        // Queued builds whose lock another process holds.
+        let mut contended: lock::Contended<(NodeIndex, Box<job::Job>)> = Default::default();
         let mut running = 0usize;
         let max_jobs = self.opts.max_jobs.max(1);
         let store = self.store;
@@ -459,11 +389,49 @@ impl<'a> Realiser<'a> {
                     }
                 }
                 let stopping = first_failure.is_some() && !opts.keep_going;
-                // Start builds while there is room.
+                // Start builds while there is room, each holding its build lock; those
+                // whose lock was held first, once it is free.
                 while !stopping && running < max_jobs {
-                    let Some((n, job)) = queue.pop_front() else {
-                        break;
+                    let next = contended.next(
+                        store.state_dir(),
+                        &mut queue,
+                        |(_, job)| job.key.as_str(),
+                        |(_, job)| {
+                            events.event(&Event::WaitingForLock {
+                                drv: job.drv.clone(),
+                                name: job.name.clone(),
+                            })
+                        },
+                    );
+                    let ((n, job), lock) = match next {
+                        None => break,
+                        Some(Ok(x)) => x,
+                        Some(Err(((n, _), e))) => {
+                            first_failure.get_or_insert(graph[n].drv.clone());
+                            self.fail(graph, n, e);
+                            continue;
+                        }
                     };
+                    // Another process may have built it while we prepared or waited.
+                    match self.recheck(graph, n, &job.key) {
+                        Ok(None) => {}
+                        Ok(Some(outputs)) => {
+                            drop(lock);
+                            let drv = graph[n].drv.clone();
+                            self.events.event(&Event::Cached {
+                                drv: drv.clone(),
+                                outputs: outputs.clone(),
+                            });
+                            self.complete(&drv, outputs, false);
+                            release(graph, n, &mut pending, &mut ready);
+                            continue;
+                        }
+                        Err(e) => {
+                            first_failure.get_or_insert(graph[n].drv.clone());
+                            self.fail(graph, n, e);
+                            continue;
+                        }
+                    }
                     self.events.event(&Event::Started {
                         drv: job.drv.clone(),
                         name: job.name.clone(),
@@ -481,6 +449,8 @@ impl<'a> Realiser<'a> {
                         .spawn_scoped(scope, move || {
                             let start = Instant::now();
                             let r = job::run(&ctx, *job);
+                            // Held until the realisation is recorded (or the build failed).
+                            drop(lock);
                             let _ = tx.send((n, start, r));
                         });
                     if let Err(e) = spawned {
@@ -499,12 +469,28 @@ impl<'a> Realiser<'a> {
                 }
                 if running == 0 {
                     let stopping = first_failure.is_some() && !opts.keep_going;
-                    if stopping || (ready.is_empty() && queue.is_empty()) {
+                    if stopping {
+                        contended.clear();
+                    }
+                    if stopping || (ready.is_empty() && queue.is_empty() && contended.is_empty()) {
                         break;
+                    }
+                    if ready.is_empty() && queue.is_empty() {
+                        // Only builds waiting for their lock: look again soon.
+                        std::thread::sleep(LOCK_POLL);
                     }
                     continue;
                 }
-                let Ok((n, start, r)) = rx.recv() else { break };
+                let received = if contended.is_empty() {
+                    rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected)
+                } else {
+                    rx.recv_timeout(LOCK_POLL)
+                };
+                let (n, start, r) = match received {
+                    Ok(x) => x,
+                    Err(mpsc::RecvTimeoutError::Timeout) => continue,
+                    Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                };
                 running -= 1;
                 let drv = graph[n].drv.clone();
                 match r {
@@ -585,11 +571,7 @@ impl<'a> Realiser<'a> {
                 None => return Err(BuildError::NotRealised { drv: drv.clone() }),
             }
         } else if !self.opts.rebuild {
-            if let Some(outputs) = self.lookup(&key, &d)? {
-                for (o, p) in &outputs {
-                    self.temp_root(p)?;
-                    self.store.add_derivation_output(drv, o, p)?;
-                }
+            if let Some(outputs) = self.cached(drv, &key, &d)? {
                 return Ok(Prepared::Cached(outputs));
             }
         }
@@ -608,6 +590,38 @@ impl<'a> Realiser<'a> {
             closure,
             check,
         })))
+    }
+
+    /// After node `n`'s build lock is taken: its outputs, if another process realised it
+    /// meanwhile (not for `--check` or `--rebuild`, which build anyway).
+    fn recheck(
+        &mut self,
+        graph: &DiGraph<Node, ()>,
+        n: NodeIndex,
+        key: &str,
+    ) -> Result<Option<BTreeMap<String, StorePath>>, BuildError> {
+        let node = &graph[n];
+        if node.check || self.opts.rebuild {
+            return Ok(None);
+        }
+        self.cached(&node.drv, key, &node.d)
+    }
+
+    /// The recorded outputs of `key` (see [`Realiser::lookup`]), also recorded as the
+    /// outputs of `drv`; `None` when it must be built.
+    fn cached(
+        &mut self,
+        drv: &StorePath,
+        key: &str,
+        d: &Derivation,
+    ) -> Result<Option<BTreeMap<String, StorePath>>, BuildError> {
+        let Some(outputs) = self.lookup(key, d)? else {
+            return Ok(None);
+        };
+        for (o, p) in &outputs {
+            self.store.add_derivation_output(drv, o, p)?;
+        }
+        Ok(Some(outputs))
     }
 
     /// Records a realised derivation.
@@ -669,45 +683,11 @@ impl<'a> Realiser<'a> {
         Ok(())
     }
 
-    fn read_drv(&mut self, drv: &StorePath) -> Result<Arc<Derivation>, BuildError> {
-        if let Some(d) = self.drvs.get(drv) {
-            return Ok(d.clone());
-        }
-        let bad = |reason: String| BuildError::BadDerivation {
-            drv: drv.clone(),
-            reason,
-        };
-        if !drv.is_derivation() {
-            return Err(bad(
-                "not a derivation (its name does not end in .drv)".into()
-            ));
-        }
-        if !self.store.is_valid(drv)? {
-            return Err(bad("not valid in the store".into()));
-        }
-        self.temp_root(drv)?;
-        let real = self.store.real_path(drv);
-        let text = fs::read_to_string(&real).map_err(io_err("reading", &real))?;
-        let d = Arc::new(Derivation::parse(&text).map_err(|e| bad(e.to_string()))?);
-        self.drvs.insert(drv.clone(), d.clone());
-        Ok(d)
-    }
-
-    /// The outputs, when every output is fixed and valid (then rooted).
-    fn valid_fixed(
-        &mut self,
-        d: &Derivation,
-    ) -> Result<Option<BTreeMap<String, StorePath>>, BuildError> {
-        let out = valid_fixed_outputs(self.store, d)?;
-        for p in out.iter().flat_map(|m| m.values()) {
-            self.temp_root(p)?;
-        }
-        Ok(out)
-    }
-
-    /// The recorded realisations of every output under `key`, if all are there and valid.
+    /// The recorded realisations of every output under `key`, if all are there and valid
+    /// (then rooted: each is rooted before its validity is checked, so that a collector
+    /// running meanwhile cannot delete it after the check).
     fn lookup(
-        &self,
+        &mut self,
         key: &str,
         d: &Derivation,
     ) -> Result<Option<BTreeMap<String, StorePath>>, BuildError> {
@@ -718,33 +698,17 @@ impl<'a> Realiser<'a> {
                 // A fixed output is known by its path.
                 None => spec.path().cloned(),
             };
-            match found {
-                Some(p) if self.store.is_valid(&p)? => {
-                    out.insert(o.clone(), p);
-                }
-                _ => return Ok(None),
+            let Some(p) = found else {
+                return Ok(None);
+            };
+            self.temp_root(&p)?;
+            if !self.store.is_valid(&p)? {
+                return Ok(None);
             }
+            out.insert(o.clone(), p);
         }
         Ok(Some(out))
     }
-}
-
-/// The outputs of `d` when it has some and they are all fixed and valid: such a
-/// derivation needs nothing built, not even its inputs.
-pub fn valid_fixed_outputs(
-    store: &LocalStore,
-    d: &Derivation,
-) -> Result<Option<BTreeMap<String, StorePath>>, StoreError> {
-    let mut out = BTreeMap::new();
-    for (o, spec) in &d.outputs {
-        match spec.path() {
-            Some(p) if store.is_valid(p)? => {
-                out.insert(o.clone(), p.clone());
-            }
-            _ => return Ok(None),
-        }
-    }
-    Ok((!out.is_empty()).then_some(out))
 }
 
 /// The derivation's `name`, or its file name without `.drv`.

@@ -6,6 +6,11 @@
 //! [`LocalStore`](super::LocalStore), listing one store path per line, flocked by its owner
 //! for its lifetime; a file whose lock can be taken belongs to a dead owner and is stale).
 //!
+//! Lock files are shared by every user of a store: [`open_lock_file`] gives a new one
+//! the owner of its directory (see `owner`), and the shared GC lock falls back to a
+//! read-only descriptor when the file is not writable, so that a user allowed to read a
+//! store but not to write it can still verify it.
+//!
 //! Must not: touch the database or store contents. Every lock is `flock(2)` on a file
 //! opened for that one acquisition, so two locks in one process conflict exactly as they
 //! would in two processes.
@@ -26,13 +31,14 @@
 
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions, TryLockError};
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::MetadataExt;
+use std::io::{BufRead, BufReader, ErrorKind, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use super::error::StoreError;
+use super::owner;
 use crate::path::StorePath;
 
 /// A held `flock`, released when dropped.
@@ -42,20 +48,49 @@ pub struct FileLock {
     path: PathBuf,
 }
 
-fn open_lock_file(path: &Path) -> Result<File, StoreError> {
-    OpenOptions::new()
+/// Opens (creating it if needed) the lock file `path`, shared by every user of the store:
+/// a new file belongs to the owner of its directory and is group-writable when the
+/// directory is (see `owner`), so that root, using a store that belongs to someone
+/// else, leaves nothing its owner cannot open.
+pub fn open_lock_file(path: &Path) -> Result<File, StoreError> {
+    let file = OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
+        .mode(0o644)
         .open(path)
-        .map_err(StoreError::io("opening lock file", path))
+        .map_err(StoreError::io("opening lock file", path))?;
+    if let Some(dir) = path.parent() {
+        owner::adopt(path, Some(&file), dir);
+    }
+    Ok(file)
+}
+
+/// Opens an existing lock file for a lock only: read-only when it cannot be opened for
+/// writing (`flock` works on read-only descriptors), so that a user who may read a store
+/// but not write it can still take shared locks, e.g. to verify it.
+fn open_lock_file_for_reading(path: &Path) -> Result<File, StoreError> {
+    match open_lock_file(path) {
+        Err(StoreError::Io { source, .. })
+            if (source.kind() == ErrorKind::PermissionDenied
+                || source.kind() == ErrorKind::ReadOnlyFilesystem)
+                && path.exists() =>
+        {
+            File::open(path).map_err(StoreError::io("opening lock file", path))
+        }
+        r => r,
+    }
 }
 
 impl FileLock {
     /// Takes a lock on `path` (created if needed), waiting for it.
     pub fn acquire(path: &Path, exclusive: bool) -> Result<FileLock, StoreError> {
-        let file = open_lock_file(path)?;
+        let file = if exclusive {
+            open_lock_file(path)?
+        } else {
+            open_lock_file_for_reading(path)?
+        };
         let r = if exclusive {
             file.lock()
         } else {

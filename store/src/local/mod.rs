@@ -20,10 +20,19 @@
 //! <root>/var/rocmx/gc.lock            global GC lock: add shared, gc/delete/repair exclusive
 //! <root>/var/rocmx/locks/<c>.lock     per-path locks, shared by the paths whose hash
 //!                                     part starts with `c` (see `lock`)
+//! <root>/var/rocmx/locks/drv.lock     build locks (byte-range locks, see rocmx-builder)
+//! <root>/var/rocmx/log/, builds/      build logs and build directories (rocmx-builder)
 //! <root>/var/rocmx/gcroots/           roots: symlinks to store paths, anywhere below
 //! <root>/var/rocmx/gcroots/auto/<h>   indirect roots: symlink to a user's `result` link
 //! <root>/var/rocmx/temproots/<pid>-<n> temporary roots of a live store handle
 //! ```
+//!
+//! # Several users
+//!
+//! The state directories, lock files and the database belong to the owner of `<root>`
+//! (and are group-writable, new files taking the directory's group, when `<root>` is):
+//! root, using a store that belongs to someone else, creates them with that owner
+//! (see `owner`), and [`LocalStore::foreign_owner`] tells the binary to warn about it.
 //!
 //! # Crash safety
 //!
@@ -52,6 +61,7 @@ mod fsutil;
 mod gc;
 mod ingest;
 mod lock;
+mod owner;
 mod verify;
 
 #[cfg(test)]
@@ -62,6 +72,7 @@ pub use db::SCHEMA_VERSION;
 pub use error::StoreError;
 pub use fsutil::normalise_tree;
 pub use gc::{GcOptions, GcReport};
+pub use lock::open_lock_file;
 pub use verify::{Problem, VerifyReport};
 
 /// What the store records about a valid path.
@@ -99,8 +110,9 @@ pub struct LocalStore {
     temp_roots: lock::TempRoots,
 }
 
-fn mkdirs(dir: &Path) -> Result<(), StoreError> {
-    fs::create_dir_all(dir).map_err(StoreError::io("creating", dir))
+/// Creates `dir` (below `root`, which exists) as the store's shared state: see `owner`.
+fn mkdirs(root: &Path, dir: &Path) -> Result<(), StoreError> {
+    owner::create_dirs(root, dir).map_err(StoreError::io("creating", dir))
 }
 
 impl LocalStore {
@@ -122,23 +134,31 @@ impl LocalStore {
     }
 
     /// Opens the store at `root`, creating `<root>/store`, `<root>/var/rocmx/{db.sqlite,
-    /// gcroots/, temproots/, locks/}` as needed and migrating the database.
+    /// gcroots/, temproots/, locks/, log/, builds/}` as needed (owned as the module
+    /// documentation says) and migrating the database.
     pub fn open(root: &Path) -> Result<LocalStore, StoreError> {
         let root = std::path::absolute(root).map_err(StoreError::io("resolving", root))?;
         let store_dir = root.join("store");
         let state_dir = root.join("var/rocmx");
+        fs::create_dir_all(&root).map_err(StoreError::io("creating", &root))?;
         for d in [
             store_dir.clone(),
             state_dir.join("gcroots/auto"),
             state_dir.join("temproots"),
             state_dir.join("locks"),
+            state_dir.join("log"),
+            state_dir.join("builds"),
         ] {
-            mkdirs(&d)?;
+            mkdirs(&root, &d)?;
         }
         let canon_store_dir =
             fs::canonicalize(&store_dir).map_err(StoreError::io("resolving", &store_dir))?;
         let db_path = state_dir.join("db.sqlite");
         let conn = db::open(&db_path)?;
+        // SQLite gives the journal files it creates the database's owner; older ones too.
+        for f in ["db.sqlite", "db.sqlite-wal", "db.sqlite-shm"] {
+            owner::adopt(&state_dir.join(f), None, &state_dir);
+        }
         Ok(LocalStore {
             temp_roots: lock::TempRoots::new(&state_dir.join("temproots")),
             root,
@@ -148,6 +168,12 @@ impl LocalStore {
             db_path,
             conn: Mutex::new(conn),
         })
+    }
+
+    /// The owner of the store's root when this process runs as root and the store
+    /// belongs to another user (the binary warns: see the module documentation).
+    pub fn foreign_owner(&self) -> Option<u32> {
+        owner::foreign_owner(&self.root)
     }
 
     /// The physical root.
