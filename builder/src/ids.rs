@@ -28,7 +28,7 @@
 //! descriptions conflict between processes and between threads of one process alike,
 //! and the kernel drops them when the process dies, so a crash never leaks an id.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
 use std::os::fd::AsFd;
 use std::path::Path;
@@ -122,12 +122,9 @@ pub fn lease(state_dir: &Path, range: &IdRange) -> io::Result<IdLease> {
         .wrapping_add(NEXT.fetch_add(1, Ordering::Relaxed));
     for i in 0..range.count {
         let slot = start.wrapping_add(i) % range.count;
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)?;
+        // Shared with every user of the store (it belongs to the store's owner).
+        let file = rocmx_store::local::open_lock_file(&path)
+            .map_err(|e| io::Error::other(e.to_string()))?;
         let lock = libc::flock {
             l_type: libc::F_WRLCK as libc::c_short,
             l_whence: libc::SEEK_SET as libc::c_short,
