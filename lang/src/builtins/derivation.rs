@@ -134,6 +134,13 @@ fn build(ev: &mut Evaluator, attrs: &Attrs, name: &str) -> EResult<Value> {
             Ok(s.as_str().to_string())
         };
         match key {
+            // Flags Nix reads as Booleans (rocmx's outputs are content-addressed
+            // anyway; impure derivations are not supported): a type check only.
+            "__contentAddressed" | "__impure" => {
+                ev.expect_bool(&forced).frame(None, || {
+                    format!("while evaluating attribute '{key}' of derivation '{name}'")
+                })?;
+            }
             "args" => {
                 let list = ev.expect_list(&forced)?;
                 for x in list.iter() {
@@ -464,6 +471,13 @@ mod tests {
         let e = strict("outputs = [ \"..\" ];");
         let col = e.find("outputs").map_or(0, |i| i + 1);
         fails(&e, &format!("at «string»:1:{col}:"));
+        // Flags that must be Booleans, as in Nix.
+        for flag in ["__contentAddressed", "__impure"] {
+            fails(
+                &strict(&format!("outputs = \"out\"; {flag} = \"true\";")),
+                "expected a Boolean but found a string",
+            );
+        }
         // Structured outputs must be a list of strings.
         fails(
             &strict("__structuredAttrs = true; outputs = \"out\";"),
