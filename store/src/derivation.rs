@@ -19,8 +19,9 @@
 //!
 //! (one line in reality). Outputs, input derivations (and each one's output names), input
 //! sources and environment keys are sorted and unique; strings escape `"` `\` and newline,
-//! carriage return and tab as `\"` `\\` `\n` `\r` `\t` and nothing else. The parser
-//! accepts only this form, so `print(parse(t)) == t` for every accepted `t`.
+//! carriage return and tab as `\"` `\\` `\n` `\r` `\t` and nothing else, and hold no NUL
+//! byte (no Nix string can). The parser accepts only this form, so `print(parse(t)) == t`
+//! for every accepted `t`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -31,6 +32,8 @@ use crate::hash::{Hash, HashAlgo, HashError};
 use crate::path::{ContentAddress, IngestionMethod, StorePath, StorePathError};
 
 pub mod aterm;
+#[cfg(test)]
+mod fuzz_tests;
 
 /// How one output's path is determined. Textual forms, as the output tuple
 /// `(name, path, hashAlgo, hash)` of the ATerm:
@@ -122,6 +125,13 @@ pub enum DerivationError {
     #[error("derivation byte {offset}: non-canonical string character or escape")]
     BadString {
         /// Where.
+        offset: usize,
+    },
+    /// A NUL byte in a string: no Nix string holds one (the evaluator refuses them), and
+    /// none can reach a builder's arguments, environment or a thread name.
+    #[error("derivation byte {offset}: NUL byte in a string (expected another character, or '\"' ending the string)")]
+    NulByte {
+        /// Where the NUL byte is.
         offset: usize,
     },
     /// A list that must be sorted is not.

@@ -148,6 +148,7 @@ impl Parser<'_> {
                     });
                 }
                 b'\n' | b'\r' | b'\t' => return Err(DerivationError::BadString { offset: at }),
+                0 => return Err(DerivationError::NulByte { offset: at }),
                 c => v.push(c),
             }
         }
@@ -361,13 +362,13 @@ pub fn parse(text: &str) -> Result<Derivation> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     /// Written by Nix 2.8 (`nix-instantiate` with the logical store at `/rocmx/store`).
-    const NIX_CA: &str = r#"Derive([("dev","","r:sha256",""),("out","","r:sha256","")],[("/rocmx/store/0kc0ghh0z5xkyadhz1fl5x2qqnbl0nsx-flat.drv",["out"]),("/rocmx/store/k9qha5ky7g6b2vsn7ggz8j6fj3q3xhj4-fod.drv",["out"])],["/rocmx/store/x3lq4ksyzpc9bla2r5qfrsbnpdbrba90-src.sh"],"x86_64-linux","/bin/sh",["-c","echo \"q\" \\ \n\r\t done","/rocmx/store/x3lq4ksyzpc9bla2r5qfrsbnpdbrba90-src.sh"],[("builder","/bin/sh"),("deps","/rocmx/store/2xj7ajbylg030gib4bnlg8kmc759c4w6-fod /rocmx/store/2xj7ajbylg030gib4bnlg8kmc759c4w6-fod /rocmx/store/40kci91dz4fp2li427p16a0jzfd1hrra-flat"),("dev","/02qcpld1y6xhs5gz9bchpxaw0xdhmsp5dv88lh25r2ss44kh8dxz"),("name","ca"),("out","/1rz4g4znpzjwh1xymhjpm42vipw92pr73vdgl6xs1hycac8kf2n9"),("outputHashAlgo","sha256"),("outputHashMode","recursive"),("outputs","out dev"),("system","x86_64-linux"),("weird","ü 日本 $ {} $")])"#;
-    const NIX_FOD: &str = r#"Derive([("out","/rocmx/store/2xj7ajbylg030gib4bnlg8kmc759c4w6-fod","r:sha256","e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")],[],[],"x86_64-linux","/bin/sh",["-c","echo > $out"],[("builder","/bin/sh"),("name","fod"),("out","/rocmx/store/2xj7ajbylg030gib4bnlg8kmc759c4w6-fod"),("outputHash","0mdqa9w1p6cmli6976v4wi0sw9r4p5prkj7lzfd1877wk11c9c73"),("outputHashAlgo","sha256"),("outputHashMode","recursive"),("system","x86_64-linux")])"#;
-    const NIX_FLAT: &str = r#"Derive([("out","/rocmx/store/40kci91dz4fp2li427p16a0jzfd1hrra-flat","sha1","da39a3ee5e6b4b0d3255bfef95601890afd80709")],[],[],"x86_64-linux","/bin/sh",[],[("builder","/bin/sh"),("name","flat"),("out","/rocmx/store/40kci91dz4fp2li427p16a0jzfd1hrra-flat"),("outputHash","sha1-2jmj7l5rSw0yVb/vlWAYkK/YBwk="),("system","x86_64-linux")])"#;
+    pub(crate) const NIX_CA: &str = r#"Derive([("dev","","r:sha256",""),("out","","r:sha256","")],[("/rocmx/store/0kc0ghh0z5xkyadhz1fl5x2qqnbl0nsx-flat.drv",["out"]),("/rocmx/store/k9qha5ky7g6b2vsn7ggz8j6fj3q3xhj4-fod.drv",["out"])],["/rocmx/store/x3lq4ksyzpc9bla2r5qfrsbnpdbrba90-src.sh"],"x86_64-linux","/bin/sh",["-c","echo \"q\" \\ \n\r\t done","/rocmx/store/x3lq4ksyzpc9bla2r5qfrsbnpdbrba90-src.sh"],[("builder","/bin/sh"),("deps","/rocmx/store/2xj7ajbylg030gib4bnlg8kmc759c4w6-fod /rocmx/store/2xj7ajbylg030gib4bnlg8kmc759c4w6-fod /rocmx/store/40kci91dz4fp2li427p16a0jzfd1hrra-flat"),("dev","/02qcpld1y6xhs5gz9bchpxaw0xdhmsp5dv88lh25r2ss44kh8dxz"),("name","ca"),("out","/1rz4g4znpzjwh1xymhjpm42vipw92pr73vdgl6xs1hycac8kf2n9"),("outputHashAlgo","sha256"),("outputHashMode","recursive"),("outputs","out dev"),("system","x86_64-linux"),("weird","ü 日本 $ {} $")])"#;
+    pub(crate) const NIX_FOD: &str = r#"Derive([("out","/rocmx/store/2xj7ajbylg030gib4bnlg8kmc759c4w6-fod","r:sha256","e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")],[],[],"x86_64-linux","/bin/sh",["-c","echo > $out"],[("builder","/bin/sh"),("name","fod"),("out","/rocmx/store/2xj7ajbylg030gib4bnlg8kmc759c4w6-fod"),("outputHash","0mdqa9w1p6cmli6976v4wi0sw9r4p5prkj7lzfd1877wk11c9c73"),("outputHashAlgo","sha256"),("outputHashMode","recursive"),("system","x86_64-linux")])"#;
+    pub(crate) const NIX_FLAT: &str = r#"Derive([("out","/rocmx/store/40kci91dz4fp2li427p16a0jzfd1hrra-flat","sha1","da39a3ee5e6b4b0d3255bfef95601890afd80709")],[],[],"x86_64-linux","/bin/sh",[],[("builder","/bin/sh"),("name","flat"),("out","/rocmx/store/40kci91dz4fp2li427p16a0jzfd1hrra-flat"),("outputHash","sha1-2jmj7l5rSw0yVb/vlWAYkK/YBwk="),("system","x86_64-linux")])"#;
 
     #[test]
     fn nix_written_derivations_round_trip() {
