@@ -846,6 +846,31 @@ grep -E ' /proc/(sys|sysrq-trigger|irq|bus) ' /proc/self/mountinfo > $out/ro
     }
 }
 
+/// No host path shows in the builder's mount table: inputs come from overlays of their
+/// directories, `/build` and the output's directory are overlays too, all with layers
+/// named by descriptor.
+#[test]
+fn probe_mountinfo_shows_no_host_path() {
+    let Some(fx) = Fixture::new() else { return };
+    fx.run_ok(fx.spec("mkdir $out; cat /proc/self/mountinfo > $out/m; echo ok > /build/w; cat /build/w > $out/w"));
+    let m = fx.read("m");
+    let host = fx.dir.path().to_str().unwrap();
+    assert!(!m.contains(host), "{host} in\n{m}");
+    for mp in [" /build ", " /rocmx/store ", &format!(" {BB} ")] {
+        let line = m.lines().find(|l| l.contains(mp)).unwrap_or_else(|| panic!("{mp}: {m}"));
+        assert!(line.contains(" - overlay rocmx "), "{line}");
+        assert!(line.contains("/proc/self/fd/"), "{line}");
+    }
+    assert_eq!(fx.read("w"), "ok\n");
+    fx.assert_clean();
+    let left: Vec<_> = std::fs::read_dir(fx.dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".rocmx-work-"))
+        .collect();
+    assert!(left.is_empty(), "work directories left: {left:?}");
+}
+
 /// A builder that starts processes until the limit refuses more: the build ends, saying
 /// so, and nothing it started survives.
 #[test]

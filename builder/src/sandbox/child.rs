@@ -280,6 +280,36 @@ fn run_action(a: &Action) -> Result<(), Errno> {
                 Err(_) => bind(fallback, target, *flags),
             }
         }
+        Action::Overlay {
+            lower,
+            empty,
+            target,
+        } => {
+            let ro = MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+            let layers: [(&[u8], &CStr); 2] = [(b"lowerdir", lower), (b"lowerdir", empty)];
+            match overlay(&layers, target, ro) {
+                Ok(()) => Ok(()),
+                // No overlays here (an old kernel, a policy): the plain bind.
+                Err(_) => bind(lower, target, ro),
+            }
+        }
+        Action::OverlayRw {
+            upper,
+            work,
+            empty,
+            target,
+            flags,
+        } => {
+            let layers: [(&[u8], &CStr); 3] = [
+                (b"lowerdir", empty),
+                (b"upperdir", upper),
+                (b"workdir", work),
+            ];
+            match overlay(&layers, target, *flags) {
+                Ok(()) => Ok(()),
+                Err(_) => bind(upper, target, *flags),
+            }
+        }
         Action::Umount { path } => umount2(path.as_c_str(), MntFlags::MNT_DETACH),
         Action::Rmdir { path } => nix::unistd::unlinkat(
             nix::fcntl::AT_FDCWD,
@@ -287,6 +317,56 @@ fn run_action(a: &Action) -> Result<(), Errno> {
             nix::unistd::UnlinkatFlags::RemoveDir,
         ),
     }
+}
+
+/// Mounts an overlay at `target` from layers named `/proc/self/fd/N` (see
+/// [`Action::Overlay`] and [`Action::OverlayRw`]): `key=dir` pairs of `layers` become
+/// `key=/proc/self/fd/N` options; a second `lowerdir` is appended to the first with `:`.
+/// No allocation: descriptors live on the stack, the options in a stack buffer.
+fn overlay(layers: &[(&[u8], &CStr)], target: &CStr, flags: MsFlags) -> Result<(), Errno> {
+    use std::os::fd::{AsRawFd, OwnedFd};
+    let dir = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let mut fds: [Option<OwnedFd>; 4] = [None, None, None, None];
+    let mut buf = [0u8; 160];
+    let mut len = 0;
+    let mut put = |bytes: &[u8], len: &mut usize| {
+        let end = (*len + bytes.len()).min(buf.len() - 1);
+        buf[*len..end].copy_from_slice(&bytes[..end - *len]);
+        *len = end;
+    };
+    let mut last_key: &[u8] = b"";
+    for (i, (key, path)) in layers.iter().enumerate().take(fds.len()) {
+        let fd = open(*path, dir, Mode::empty())?;
+        let n = fd.as_raw_fd().max(0) as u32;
+        fds[i] = Some(fd);
+        if *key == last_key {
+            put(b":", &mut len);
+        } else {
+            if len > 0 {
+                put(b",", &mut len);
+            }
+            put(key, &mut len);
+            put(b"=", &mut len);
+        }
+        last_key = key;
+        put(b"/proc/self/fd/", &mut len);
+        let mut digits = [0u8; 10];
+        let mut i = digits.len();
+        let mut n = n;
+        loop {
+            i -= 1;
+            digits[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        put(&digits[i..], &mut len);
+    }
+    let data = CStr::from_bytes_until_nul(&buf).map_err(|_| Errno::EINVAL)?;
+    let r = mount(Some(c"rocmx"), target, Some(c"overlay"), flags, Some(data));
+    drop(fds);
+    r
 }
 
 /// A bind mount of `source` at `target`, then a remount adding `flags` (and keeping the

@@ -8,9 +8,11 @@
 //!
 //! Only this is visible to the builder (see [`plan`] for the exact list):
 //!
-//! * the inputs, bound read-only (and nosuid, nodev) at their inside paths: a directory
-//!   or file is bind-mounted, a symlink is recreated;
-//! * `/build`: [`SandboxSpec::build_dir`], writable, the working directory;
+//! * the inputs, bound read-only (and nosuid, nodev) at their inside paths from an
+//!   overlay of their host directory: a directory or file is bind-mounted, a symlink is
+//!   recreated;
+//! * `/build`: [`SandboxSpec::build_dir`] (as an overlay's upper layer), writable, the
+//!   working directory;
 //! * the directory that will hold the output (the parent of its inside path), writable;
 //! * a minimal `/dev`: `null`, `zero`, `full`, `random`, `urandom` and `tty` bound from
 //!   the host, a new `devpts` instance with `/dev/ptmx`, a `/dev/shm` tmpfs, and the
@@ -129,11 +131,13 @@
 //! bound read-only, `/proc/kcore`, `/proc/keys`, `/proc/timer_list` and the like are
 //! hidden (see [`plan::PROC_READ_ONLY`]), and there is no `/sys`.
 //!
-//! `/proc/self/mountinfo` shows, for each bind mount, the path of its source *within
-//! its filesystem*: with the store at `/rocmx` that is the logical path, but with
-//! `--store DIR` elsewhere it is the physical one (`DIR/store/<hash>-<name>`). A bind
-//! mount cannot hide it (the kernel prints the mount's root dentry); doing so would
-//! need a filesystem of its own per input (an overlay), not done.
+//! `/proc/self/mountinfo` shows no host path: it would show, for a bind mount, the
+//! source's path within its filesystem (with `--store DIR`, `DIR/store/<hash>-<name>`),
+//! so the inputs are bound from a read-only overlay of their host directory, and
+//! `/build` and the output's directory are writable overlays whose upper layers are the
+//! host directories (work directories `.rocmx-work-*` next to them, removed after the
+//! build); every layer is given as `/proc/self/fd/N`, which is all the table shows.
+//! Where the kernel refuses overlays, plain binds are used instead.
 //!
 //! # Environment
 //!
@@ -173,7 +177,7 @@ mod userns;
 
 use protocol::Step;
 use disk::DiskWatch;
-use staging::{strip_setid, Staging};
+use staging::{strip_setid, Staging, WorkDirs};
 pub use userns::check_user_namespaces;
 use userns::HostFacts;
 
@@ -544,6 +548,7 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
     } else {
         None
     };
+    let work = WorkDirs::create(&build_dir, &staging.dir)?;
     let actions = plan::build(&plan::PlanInput {
         root: &root,
         inputs,
@@ -553,6 +558,7 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
         rootfs: rootfs.as_deref(),
         resolv_conf,
         shm_size: spec.limits.shm_size,
+        work_dirs: Some((&work.build, &work.output)),
     })?;
 
     let builder = cstring("builder", spec.builder.as_os_str().as_bytes())?;

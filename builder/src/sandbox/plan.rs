@@ -2,7 +2,7 @@
 //! by the parent *before* forking so that the child only walks a ready list of
 //! C strings and issues syscalls (no allocation, no directory reading after `fork`).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
@@ -95,6 +95,26 @@ pub(super) enum Action {
         fallback: CString,
         flags: MsFlags,
     },
+    /// Mounts a read-only overlay of the host directory `lower` (over the empty
+    /// directory `empty`) at `target`, naming both layers by descriptor
+    /// (`lowerdir=/proc/self/fd/N:/proc/self/fd/M`), so that no host path shows in
+    /// `/proc/self/mountinfo`; if overlays cannot be mounted, a read-only bind of
+    /// `lower` instead.
+    Overlay {
+        lower: CString,
+        empty: CString,
+        target: CString,
+    },
+    /// Mounts a writable overlay at `target` whose upper layer is the host directory
+    /// `upper` (work directory `work`, lower layer `empty`), all named by descriptor; if
+    /// overlays cannot be mounted, a plain bind of `upper` with `flags`.
+    OverlayRw {
+        upper: CString,
+        work: CString,
+        empty: CString,
+        target: CString,
+        flags: MsFlags,
+    },
     /// Detaches the mount at `path`.
     Umount { path: CString },
     /// Removes the empty directory `path`.
@@ -125,10 +145,9 @@ pub const MOUNT_POINT_FILE: &str = ".rocmx-mount-point";
 /// removed before the builder starts.
 const INPUTS_DIR: &str = ".rocmx-inputs-";
 
-/// How many inputs in one host directory make binding them from a read-only bind of that
-/// directory pay (it costs a mkdir, bind, statfs, remount, umount and rmdir; each input
-/// then saves a statfs and a remount).
-const GROUP_MIN: usize = 4;
+/// An empty directory of the new root, the second (empty) layer of the inputs' overlays
+/// (an overlay without an upper layer needs two); removed before the builder starts.
+const EMPTY_DIR: &str = ".rocmx-empty";
 
 /// The parent's inputs to [`build`].
 pub(super) struct PlanInput<'a> {
@@ -145,6 +164,10 @@ pub(super) struct PlanInput<'a> {
     pub rootfs: Option<&'a Path>,
     /// Content for `/etc/resolv.conf` (network builds only).
     pub resolv_conf: Option<Vec<u8>>,
+    /// Overlay work directories (empty, on the same filesystems as `build_dir` and the
+    /// output's directory) for mounting those two as writable overlays, so that
+    /// `/proc/self/mountinfo` does not show their host paths; `None`: plain binds.
+    pub work_dirs: Option<(&'a Path, &'a Path)>,
     /// Size limit of the `/dev/shm` tmpfs in bytes (`None`: the kernel's default, half
     /// of the memory).
     pub shm_size: Option<u64>,
@@ -308,6 +331,22 @@ impl Planner<'_> {
         self.push(action, what("binding", inside, desc));
     }
 
+    /// A writable overlay at `inside` with the host directory `upper` as its upper
+    /// layer (see [`Action::OverlayRw`]).
+    fn overlay_rw(&mut self, upper: &Path, work: &Path, empty: &Path, inside: &Path, desc: &str) {
+        self.mkdir_p(inside, 0o755);
+        self.push(
+            Action::OverlayRw {
+                upper: cstr(upper),
+                work: cstr(work),
+                empty: cstr(&host(self.root, empty)),
+                target: cstr(&host(self.root, inside)),
+                flags: rw_flags(),
+            },
+            what("mounting", inside, desc),
+        );
+    }
+
     fn symlink(&mut self, target: &[u8], inside: &Path) {
         self.mkdir_parent(inside);
         self.push(
@@ -399,7 +438,12 @@ impl Planner<'_> {
     }
 
     /// Binds one entry of a `rootfs` directory (read-only), or recreates its symlink.
-    fn rootfs_entry(&mut self, source: &Path, inside: &Path) -> Result<(), SandboxError> {
+    fn rootfs_entry(
+        &mut self,
+        source: &Path,
+        via: Option<&Path>,
+        inside: &Path,
+    ) -> Result<(), SandboxError> {
         let meta = std::fs::symlink_metadata(source)
             .map_err(|e| SandboxError::Setup(format!("reading {}", source.display()), e))?;
         let ft = meta.file_type();
@@ -408,8 +452,9 @@ impl Planner<'_> {
                 .map_err(|e| SandboxError::Setup(format!("reading {}", source.display()), e))?;
             self.symlink(target.as_os_str().as_bytes(), inside);
         } else if ft.is_dir() || ft.is_file() {
-            self.bind(
+            self.bind_via(
                 source,
+                via,
                 inside,
                 ft.is_dir(),
                 ro_flags(),
@@ -471,9 +516,65 @@ pub(super) fn build(pi: &PlanInput<'_>) -> Result<Vec<PlannedAction>, SandboxErr
 
     let output_parent = pi.output_inside.parent().unwrap_or(Path::new("/"));
 
+    // Host directories holding inputs (the store directory): each is mounted once,
+    // read-only, as an overlay whose layers are named by descriptor, and the inputs
+    // (and a rootfs among them) are bound from there. So /proc/self/mountinfo shows
+    // `/<hash>-<name>` within an overlay for each input, never the host's path of the
+    // store. Where overlays cannot be mounted (old kernels), a read-only bind instead.
+    let rootfs_names: BTreeSet<String> = match pi.rootfs {
+        Some(r) => sorted_entries(r)?.into_iter().map(|(n, _)| n).collect(),
+        None => BTreeSet::new(),
+    };
+    let groups: BTreeSet<&Path> = pi
+        .inputs
+        .iter()
+        .filter(|(_, _, k)| matches!(k, InputKind::Dir | InputKind::File))
+        .filter_map(|(src, _, _)| src.parent())
+        .collect();
+    let taken = |name: &str| {
+        pi.inputs
+            .iter()
+            .map(|(_, i, _)| i.as_path())
+            .chain([pi.output_inside])
+            .any(|i| first_component(i) == name)
+            || rootfs_names.contains(name)
+    };
+    let mut hidden: Vec<(PathBuf, PathBuf)> = Vec::new(); // (host dir, inside mount point)
+    let empty = Path::new("/").join(EMPTY_DIR);
+    let use_empty = (!groups.is_empty() || pi.work_dirs.is_some()) && !taken(EMPTY_DIR);
+    if use_empty {
+        p.mkdir_p(&empty, 0o555);
+    }
+    let work_dirs = pi.work_dirs.filter(|_| use_empty);
+    if use_empty {
+        for dir in groups {
+            let name = format!("{INPUTS_DIR}{}", hidden.len());
+            if taken(&name) {
+                continue;
+            }
+            let inside = Path::new("/").join(&name);
+            p.mkdir_p(&inside, 0o755);
+            p.push(
+                Action::Overlay {
+                    lower: cstr(dir),
+                    empty: cstr(&host(pi.root, &empty)),
+                    target: cstr(&host(pi.root, &inside)),
+                },
+                what("mounting", &inside, " (inputs, read-only)"),
+            );
+            hidden.push((dir.to_path_buf(), inside));
+        }
+    }
+    // Where, in the new root, a host path below a grouped directory can be bound from.
+    let via_group = |src: &Path| -> Option<PathBuf> {
+        hidden.iter().find_map(|(d, i)| {
+            let rest = src.strip_prefix(d).ok()?;
+            (!rest.as_os_str().is_empty()).then(|| host(pi.root, &i.join(rest)))
+        })
+    };
+
     // The rootfs: every top-level entry but those the sandbox provides, and every entry
     // of its /etc but the generated files.
-    let mut rootfs_names: BTreeSet<String> = BTreeSet::new();
     if let Some(rootfs) = pi.rootfs {
         let mut reserved: BTreeSet<String> = FIXED_TOP.iter().map(|s| s.to_string()).collect();
         reserved.insert(first_component(pi.output_inside));
@@ -481,11 +582,10 @@ pub(super) fn build(pi: &PlanInput<'_>) -> Result<Vec<PlannedAction>, SandboxErr
             reserved.insert(first_component(inside));
         }
         for (name, source) in sorted_entries(rootfs)? {
-            rootfs_names.insert(name.clone());
             if reserved.contains(&name) {
                 continue;
             }
-            p.rootfs_entry(&source, &Path::new("/").join(&name))?;
+            p.rootfs_entry(&source, via_group(&source).as_deref(), &Path::new("/").join(&name))?;
         }
         let etc = rootfs.join("etc");
         if etc.is_dir() {
@@ -495,7 +595,11 @@ pub(super) fn build(pi: &PlanInput<'_>) -> Result<Vec<PlannedAction>, SandboxErr
                 {
                     continue;
                 }
-                p.rootfs_entry(&source, &Path::new("/etc").join(&name))?;
+                p.rootfs_entry(
+                    &source,
+                    via_group(&source).as_deref(),
+                    &Path::new("/etc").join(&name),
+                )?;
             }
         }
     }
@@ -557,14 +661,23 @@ pub(super) fn build(pi: &PlanInput<'_>) -> Result<Vec<PlannedAction>, SandboxErr
     p.protect_proc(Path::new("/proc"));
 
     // /build
-    p.bind(
-        pi.build_dir,
-        Path::new("/build"),
-        true,
-        rw_flags(),
-        " (the build directory)",
-        None,
-    );
+    match work_dirs {
+        Some((work, _)) => p.overlay_rw(
+            pi.build_dir,
+            work,
+            &empty,
+            Path::new("/build"),
+            " (the build directory)",
+        ),
+        None => p.bind(
+            pi.build_dir,
+            Path::new("/build"),
+            true,
+            rw_flags(),
+            " (the build directory)",
+            None,
+        ),
+    }
 
     // The output's directory and the inputs, parents before children.
     let mut targets: Vec<(PathBuf, PathBuf, Option<InputKind>)> = vec![(
@@ -595,58 +708,30 @@ pub(super) fn build(pi: &PlanInput<'_>) -> Result<Vec<PlannedAction>, SandboxErr
         .any(|i| i == output_parent.join(MOUNT_POINT_FILE));
     let mount_point_file = (linked >= 2 && !clash)
         .then(|| cstr(&host(pi.root, &output_parent.join(MOUNT_POINT_FILE))));
-    // Host directories holding many inputs: bound read-only once, the inputs from there.
-    let mut by_dir: BTreeMap<&Path, usize> = BTreeMap::new();
-    for (src, _, kind) in &pi.inputs {
-        if let (Some(dir), InputKind::Dir | InputKind::File) = (src.parent(), kind) {
-            *by_dir.entry(dir).or_default() += 1;
-        }
-    }
-    let groups: Vec<&Path> = by_dir
-        .into_iter()
-        .filter(|(_, n)| *n >= GROUP_MIN)
-        .map(|(d, _)| d)
-        .collect();
-    let taken = |name: &str| {
-        pi.inputs
-            .iter()
-            .map(|(_, i, _)| i.as_path())
-            .chain([pi.output_inside])
-            .any(|i| first_component(i) == name)
-            || rootfs_names.contains(name)
-    };
-    let mut hidden: Vec<(PathBuf, PathBuf)> = Vec::new(); // (host dir, inside mount point)
-    for dir in groups {
-        let name = format!("{INPUTS_DIR}{}", hidden.len());
-        if taken(&name) {
-            continue;
-        }
-        let inside = Path::new("/").join(&name);
-        p.bind(dir, &inside, true, ro_flags(), " (inputs, read-only)", None);
-        hidden.push((dir.to_path_buf(), inside));
-    }
     for (src, inside, kind) in targets {
         let link_to = mount_point_file
             .as_ref()
             .filter(|_| inside.parent() == Some(output_parent));
-        let via = match (&kind, src.parent(), src.file_name()) {
-            (Some(InputKind::Dir | InputKind::File), Some(dir), Some(name)) => hidden
-                .iter()
-                .find(|(d, _)| d == dir)
-                .map(|(_, i)| host(pi.root, &i.join(name))),
+        let via = match &kind {
+            Some(InputKind::Dir | InputKind::File) => via_group(&src),
             _ => None,
         };
         let via = via.as_deref();
         match kind {
             None => {
-                p.bind(
-                    &src,
-                    &inside,
-                    true,
-                    rw_flags(),
-                    " (the output's directory)",
-                    None,
-                );
+                match work_dirs {
+                    Some((_, work)) => {
+                        p.overlay_rw(&src, work, &empty, &inside, " (the output's directory)")
+                    }
+                    None => p.bind(
+                        &src,
+                        &inside,
+                        true,
+                        rw_flags(),
+                        " (the output's directory)",
+                        None,
+                    ),
+                }
                 if let Some(path) = &mount_point_file {
                     p.push(
                         Action::Touch { path: path.clone() },
@@ -686,6 +771,14 @@ pub(super) fn build(pi: &PlanInput<'_>) -> Result<Vec<PlannedAction>, SandboxErr
             what("detaching", &inside, ""),
         );
         p.push(Action::Rmdir { path }, what("removing", &inside, ""));
+    }
+    if use_empty {
+        p.push(
+            Action::Rmdir {
+                path: cstr(&host(pi.root, &empty)),
+            },
+            what("removing", &empty, ""),
+        );
     }
     if let Some(path) = mount_point_file {
         p.push(
@@ -820,10 +913,14 @@ mod tests {
             rootfs: None,
             resolv_conf: None,
             shm_size: None,
+            work_dirs: None,
         };
         let plan = build(&pi).unwrap();
         let expected = [
             "mounting the root tmpfs",
+            "creating /.rocmx-empty",
+            "creating /.rocmx-inputs-0",
+            "mounting /.rocmx-inputs-0 (inputs, read-only)",
             "creating /etc",
             "writing /etc/passwd",
             "writing /etc/group",
@@ -862,16 +959,37 @@ mod tests {
             "creating mount point /rocmx/store/bbb-f",
             "binding /rocmx/store/bbb-f (input) read-only",
             "creating symlink /rocmx/store/ccc-l",
+            "detaching /.rocmx-inputs-0",
+            "removing /.rocmx-inputs-0",
+            "removing /.rocmx-empty",
         ];
         assert_eq!(describe(&plan), expected);
-        match &plan[plan.len() - 2].action {
-            Action::Bind {
-                source,
+        // Inputs come from the overlay of their host directory, named by descriptor.
+        match &plan[3].action {
+            Action::Overlay {
+                lower,
+                empty,
                 target,
-                flags,
             } => {
-                assert_eq!(source.to_str().unwrap(), "/h/f");
-                assert_eq!(target.to_str().unwrap(), "/s/root/rocmx/store/bbb-f");
+                assert_eq!(lower.to_str().unwrap(), "/h");
+                assert_eq!(empty.to_str().unwrap(), "/s/root/.rocmx-empty");
+                assert_eq!(target.to_str().unwrap(), "/s/root/.rocmx-inputs-0");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        let bbb = plan
+            .iter()
+            .find(|a| matches!(&a.action, Action::BindFrom { target, .. } if target.to_str() == Ok("/s/root/rocmx/store/bbb-f")))
+            .unwrap();
+        match &bbb.action {
+            Action::BindFrom {
+                source,
+                fallback,
+                flags,
+                ..
+            } => {
+                assert_eq!(source.to_str().unwrap(), "/s/root/.rocmx-inputs-0/f");
+                assert_eq!(fallback.to_str().unwrap(), "/h/f");
                 assert_eq!(*flags, ro_flags());
             }
             other => panic!("unexpected {other:?}"),
@@ -899,6 +1017,7 @@ mod tests {
             rootfs: None,
             resolv_conf: None,
             shm_size: None,
+            work_dirs: None,
         };
         let plan = build(&pi).unwrap();
         let tail: Vec<String> = describe(&plan)
@@ -921,6 +1040,11 @@ mod tests {
                 "binding /rocmx/store/bbb-b (input) read-only",
                 "creating /rocmx/store/ddd-d",
                 "binding /rocmx/store/ddd-d (input) read-only",
+                "detaching /.rocmx-inputs-0",
+                "removing /.rocmx-inputs-0",
+                "detaching /.rocmx-inputs-1",
+                "removing /.rocmx-inputs-1",
+                "removing /.rocmx-empty",
                 "removing /rocmx/store/.rocmx-mount-point (for mount points)",
             ]
         );
@@ -949,11 +1073,25 @@ mod tests {
         assert!(kinds.iter().any(
             |a| matches!(a, Action::Bind { source, .. } if source.to_str() == Ok("/proc/self/fd/7"))
         ));
-        assert!(!kinds.iter().any(|a| matches!(a, Action::BindFrom { .. })));
+        // Every input comes from its directory's overlay (/g and /h).
+        assert_eq!(
+            kinds
+                .iter()
+                .filter(|a| matches!(a, Action::Overlay { .. }))
+                .count(),
+            2
+        );
+        assert_eq!(
+            kinds
+                .iter()
+                .filter(|a| matches!(a, Action::BindFrom { .. }))
+                .count(),
+            4
+        );
     }
 
     #[test]
-    fn many_inputs_of_one_directory_are_bound_from_a_read_only_bind_of_it() {
+    fn inputs_are_bound_from_an_overlay_of_their_directory() {
         let mut inputs: Vec<(PathBuf, PathBuf, InputKind)> = ["aaa-a", "bbb-b", "ccc-c"]
             .iter()
             .map(|n| {
@@ -988,17 +1126,34 @@ mod tests {
             rootfs: None,
             resolv_conf: None,
             shm_size: None,
+            work_dirs: None,
         };
         let plan = build(&pi).unwrap();
         let tail: Vec<String> = describe(&plan)
             .into_iter()
             .skip_while(|s| s != "creating /.rocmx-inputs-0")
+            .take(8)
             .collect();
         assert_eq!(
             tail,
             [
                 "creating /.rocmx-inputs-0",
-                "binding /.rocmx-inputs-0 (inputs, read-only)",
+                "mounting /.rocmx-inputs-0 (inputs, read-only)",
+                "creating /.rocmx-inputs-1",
+                "mounting /.rocmx-inputs-1 (inputs, read-only)",
+                "creating /etc",
+                "writing /etc/passwd",
+                "writing /etc/group",
+                "writing /etc/hosts",
+            ]
+        );
+        let tail: Vec<String> = describe(&plan)
+            .into_iter()
+            .skip_while(|s| s != "creating /rocmx")
+            .collect();
+        assert_eq!(
+            tail,
+            [
                 "creating /rocmx",
                 "creating /rocmx/store",
                 "binding /rocmx/store (the output's directory)",
@@ -1016,6 +1171,9 @@ mod tests {
                 "binding /rocmx/store/fff-f (input) read-only",
                 "detaching /.rocmx-inputs-0",
                 "removing /.rocmx-inputs-0",
+                "detaching /.rocmx-inputs-1",
+                "removing /.rocmx-inputs-1",
+                "removing /.rocmx-empty",
                 "removing /rocmx/store/.rocmx-mount-point (for mount points)",
             ]
         );
@@ -1049,12 +1207,11 @@ mod tests {
         assert_eq!(
             binds,
             [
-                "bind /st /s/.rocmx-inputs-0",
-                "from /s/.rocmx-inputs-0/aaa-a /s/rocmx/store/aaa-a /st/aaa-a",
-                "from /s/.rocmx-inputs-0/bbb-b /s/rocmx/store/bbb-b /st/bbb-b",
-                "from /s/.rocmx-inputs-0/ccc-c /s/rocmx/store/ccc-c /st/ccc-c",
-                "from /s/.rocmx-inputs-0/ddd-d /s/rocmx/store/ddd-d /st/ddd-d",
-                "bind /other/fff-f /s/rocmx/store/fff-f",
+                "from /s/.rocmx-inputs-1/aaa-a /s/rocmx/store/aaa-a /st/aaa-a",
+                "from /s/.rocmx-inputs-1/bbb-b /s/rocmx/store/bbb-b /st/bbb-b",
+                "from /s/.rocmx-inputs-1/ccc-c /s/rocmx/store/ccc-c /st/ccc-c",
+                "from /s/.rocmx-inputs-1/ddd-d /s/rocmx/store/ddd-d /st/ddd-d",
+                "from /s/.rocmx-inputs-0/fff-f /s/rocmx/store/fff-f /other/fff-f",
             ]
         );
     }
@@ -1079,6 +1236,7 @@ mod tests {
             rootfs: Some(rootfs),
             resolv_conf: Some(b"nameserver 10.0.0.1\n".to_vec()),
             shm_size: None,
+            work_dirs: None,
         };
         let plan = describe(&build(&pi).unwrap());
         let before_etc: Vec<&str> = plan

@@ -1,8 +1,9 @@
 //! The staging directory of one build, and the host-side file helpers around it.
 //!
 //! Owns: [`Staging`] (made next to the outputs, or lent by the caller; bound at the
-//! outputs' inside directory), clearing setuid bits of outputs, and removing trees the
-//! builder may have made read-only (both through `rocmx_store::tree`, at any depth).
+//! outputs' inside directory), the overlay work directories ([`WorkDirs`]), clearing
+//! setuid bits of outputs, and removing trees the builder may have made read-only (both
+//! through `rocmx_store::tree`, at any depth).
 //!
 //! Must not: mount anything or run code in the sandbox (that is `child.rs`).
 
@@ -177,5 +178,53 @@ mod tests {
             .join()
             .expect("no panic");
         assert!(std::fs::symlink_metadata(dir).is_err(), "removed on drop");
+    }
+}
+
+/// The two empty work directories of the writable overlays at `/build` and at the
+/// output's directory: `.rocmx-work-<pid>-<n>` next to the build directory and next to
+/// the staging directory (an overlay's work directory must be on its upper layer's
+/// filesystem). Removed, whatever the kernel left in them, on drop.
+pub(super) struct WorkDirs {
+    pub(super) build: PathBuf,
+    pub(super) output: PathBuf,
+}
+
+impl WorkDirs {
+    pub(super) fn create(build_dir: &Path, staging: &Path) -> Result<WorkDirs, SandboxError> {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let make = |next_to: &Path| -> Result<PathBuf, SandboxError> {
+            let parent = next_to.parent().unwrap_or(Path::new("/"));
+            loop {
+                let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let dir = parent.join(format!(".rocmx-work-{}-{n}", std::process::id()));
+                match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+                    Ok(()) => return Ok(dir),
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                    Err(e) => {
+                        return Err(SandboxError::Setup(
+                            format!("creating the overlay work directory {}", dir.display()),
+                            e,
+                        ))
+                    }
+                }
+            }
+        };
+        let build = make(build_dir)?;
+        let output = match make(staging) {
+            Ok(d) => d,
+            Err(e) => {
+                remove_tree(&build);
+                return Err(e);
+            }
+        };
+        Ok(WorkDirs { build, output })
+    }
+}
+
+impl Drop for WorkDirs {
+    fn drop(&mut self) {
+        remove_tree(&self.build);
+        remove_tree(&self.output);
     }
 }
