@@ -99,7 +99,10 @@ fn builds_never_run_as_host_root() {
 if (: >> /proc/sys/kernel/core_pattern) 2>/dev/null; then echo writable > $out/sysctl; else echo refused > $out/sysctl; fi
 mkdir $out/sub; echo x > $out/sub/f"#,
     );
-    let o = fx.run(&["build", "--no-link", "--print-out-paths", "./default.nix"], &[]);
+    let o = fx.run(
+        &["build", "--no-link", "--print-out-paths", "./default.nix"],
+        &[],
+    );
     assert!(o.status.success(), "{}", err(&o));
     let logical = out(&o).trim().to_string();
     let phys = fx
@@ -107,7 +110,10 @@ mkdir $out/sub; echo x > $out/sub/f"#,
         .path()
         .join("root")
         .join(logical.trim_start_matches("/rocmx/"));
-    assert_eq!(fs::read_to_string(phys.join("sysctl")).unwrap(), "refused\n");
+    assert_eq!(
+        fs::read_to_string(phys.join("sysctl")).unwrap(),
+        "refused\n"
+    );
     let map = fs::read_to_string(phys.join("map")).unwrap();
     let build_line: Vec<&str> = map
         .lines()
@@ -118,7 +124,12 @@ mkdir $out/sub; echo x > $out/sub/f"#,
     if euid() == 0 {
         let host: u32 = build_line[1].parse().unwrap();
         assert_ne!(host, 0, "the build user is host root: {map}");
-        for p in [phys.clone(), phys.join("sub"), phys.join("sub/f"), phys.join("map")] {
+        for p in [
+            phys.clone(),
+            phys.join("sub"),
+            phys.join("sub/f"),
+            phys.join("map"),
+        ] {
             let m = fs::symlink_metadata(&p).unwrap();
             assert_eq!((m.uid(), m.gid()), (0, 0), "{} is not root's", p.display());
             assert_eq!(m.mode() & 0o222, 0, "{} is writable", p.display());
@@ -137,22 +148,53 @@ fn silence_bound_from_the_configuration() {
     let conf = fx.dir.path().join("rocmx.conf");
     fs::write(&conf, "# test\nmax-silent-time = 1\n").unwrap();
     let t = Instant::now();
-    let o = fx.run(&["build", "--no-link", "./default.nix"], &[("ROCMX_CONFIG", &conf)]);
+    let o = fx.run(
+        &["build", "--no-link", "./default.nix"],
+        &[("ROCMX_CONFIG", &conf)],
+    );
     assert!(!o.status.success());
-    assert!(err(&o).contains("build killed after 1s without output"), "{}", err(&o));
+    assert!(
+        err(&o).contains("build killed after 1s without output"),
+        "{}",
+        err(&o)
+    );
     assert!(t.elapsed() < Duration::from_secs(30));
     // --option wins over the file, and the flag over both.
     fs::write(&conf, "max-silent-time = 600\n").unwrap();
     let o = fx.run(
-        &["build", "--no-link", "--option", "max-silent-time", "1", "./default.nix"],
+        &[
+            "build",
+            "--no-link",
+            "--option",
+            "max-silent-time",
+            "1",
+            "./default.nix",
+        ],
         &[("ROCMX_CONFIG", &conf)],
     );
-    assert!(err(&o).contains("build killed after 1s without output"), "{}", err(&o));
+    assert!(
+        err(&o).contains("build killed after 1s without output"),
+        "{}",
+        err(&o)
+    );
     let o = fx.run(
-        &["build", "--no-link", "--option", "max-silent-time", "600", "--max-silent-time", "1", "./default.nix"],
+        &[
+            "build",
+            "--no-link",
+            "--option",
+            "max-silent-time",
+            "600",
+            "--max-silent-time",
+            "1",
+            "./default.nix",
+        ],
         &[("ROCMX_CONFIG", &conf)],
     );
-    assert!(err(&o).contains("build killed after 1s without output"), "{}", err(&o));
+    assert!(
+        err(&o).contains("build killed after 1s without output"),
+        "{}",
+        err(&o)
+    );
 }
 
 /// A builder that starts processes until refused fails, naming the setting.
@@ -165,7 +207,16 @@ fn process_bound_names_the_setting() {
     );
     let t = Instant::now();
     let o = fx.run(
-        &["build", "--no-link", "--option", "max-build-processes", "32", "--timeout", "60", "./default.nix"],
+        &[
+            "build",
+            "--no-link",
+            "--option",
+            "max-build-processes",
+            "32",
+            "--timeout",
+            "60",
+            "./default.nix",
+        ],
         &[],
     );
     assert!(!o.status.success());
@@ -184,11 +235,24 @@ fn unknown_settings_are_explained() {
     fx.package("x", "echo x > $out");
     let conf = fx.dir.path().join("rocmx.conf");
     fs::write(&conf, "\nmax-build-proceses = 10\n").unwrap();
-    let o = fx.run(&["build", "--no-link", "./default.nix"], &[("ROCMX_CONFIG", &conf)]);
+    let o = fx.run(
+        &["build", "--no-link", "./default.nix"],
+        &[("ROCMX_CONFIG", &conf)],
+    );
     assert_eq!(o.status.code(), Some(1), "{}", err(&o));
     let e = err(&o);
     assert!(e.contains("line 2"), "{e}");
     assert!(e.contains("did you mean 'max-build-processes'?"), "{e}");
-    let o = fx.run(&["build", "--no-link", "--option", "shm-size", "big", "./default.nix"], &[]);
+    let o = fx.run(
+        &[
+            "build",
+            "--no-link",
+            "--option",
+            "shm-size",
+            "big",
+            "./default.nix",
+        ],
+        &[],
+    );
     assert!(err(&o).contains("expected a size such as"), "{}", err(&o));
 }

@@ -89,8 +89,7 @@ impl Fixture {
         let scratch = dir.path().join("scratch");
         std::fs::create_dir(&scratch).unwrap();
         let out = scratch.join("probe");
-        let lease = (euid() == 0)
-            .then(|| ids::lease(dir.path(), &IdRange::default()).unwrap());
+        let lease = (euid() == 0).then(|| ids::lease(dir.path(), &IdRange::default()).unwrap());
         Some(Fixture {
             dir,
             busybox,
@@ -835,13 +834,20 @@ grep -E ' /proc/(sys|sysrq-trigger|irq|bus) ' /proc/self/mountinfo > $out/ro
     if Path::new("/proc/sysrq-trigger").exists() {
         assert!(fx.read("ok").contains("/proc/sysrq-trigger"));
     }
-    assert_eq!(fx.read("masked"), "", "/proc/keys and /proc/timer_list are hidden");
+    assert_eq!(
+        fx.read("masked"),
+        "",
+        "/proc/keys and /proc/timer_list are hidden"
+    );
     let ro = fx.read("ro");
     for p in ["/proc/sys ", "/proc/sysrq-trigger ", "/proc/irq "] {
         if !Path::new(p.trim_end()).exists() {
             continue; // not in this kernel
         }
-        let line = ro.lines().find(|l| l.contains(p)).unwrap_or_else(|| panic!("{p}: {ro}"));
+        let line = ro
+            .lines()
+            .find(|l| l.contains(p))
+            .unwrap_or_else(|| panic!("{p}: {ro}"));
         assert!(line.contains(" ro,") || line.contains(" ro "), "{line}");
     }
 }
@@ -852,12 +858,17 @@ grep -E ' /proc/(sys|sysrq-trigger|irq|bus) ' /proc/self/mountinfo > $out/ro
 #[test]
 fn probe_mountinfo_shows_no_host_path() {
     let Some(fx) = Fixture::new() else { return };
-    fx.run_ok(fx.spec("mkdir $out; cat /proc/self/mountinfo > $out/m; echo ok > /build/w; cat /build/w > $out/w"));
+    fx.run_ok(fx.spec(
+        "mkdir $out; cat /proc/self/mountinfo > $out/m; echo ok > /build/w; cat /build/w > $out/w",
+    ));
     let m = fx.read("m");
     let host = fx.dir.path().to_str().unwrap();
     assert!(!m.contains(host), "{host} in\n{m}");
     for mp in [" /build ", " /rocmx/store ", &format!(" {BB} ")] {
-        let line = m.lines().find(|l| l.contains(mp)).unwrap_or_else(|| panic!("{mp}: {m}"));
+        let line = m
+            .lines()
+            .find(|l| l.contains(mp))
+            .unwrap_or_else(|| panic!("{mp}: {m}"));
         assert!(line.contains(" - overlay rocmx "), "{line}");
         assert!(line.contains("/proc/self/fd/"), "{line}");
     }
@@ -894,7 +905,9 @@ fn probe_process_limit_stops_a_fork_bomb() {
     assert_eq!(host_processes_with(&marker), Vec::<String>::new());
     // The limit is the build's own: ulimit -u shows it, and a build below it runs.
     let fx = Fixture::new().unwrap();
-    let mut spec = fx.spec("mkdir $out; ulimit -u > $out/u; for i in 1 2 3 4 5 6 7 8; do sleep 0.1 & done; wait");
+    let mut spec = fx.spec(
+        "mkdir $out; ulimit -u > $out/u; for i in 1 2 3 4 5 6 7 8; do sleep 0.1 & done; wait",
+    );
     spec.limits.max_processes = Some(64);
     fx.run_ok(spec);
     assert_eq!(fx.read("u"), "64\n");
@@ -924,7 +937,10 @@ fn probe_disk_limit_kills_a_runaway_build() {
     spec.limits.disk = Some(4 << 20);
     let t = Instant::now();
     let err = sandbox::run(spec).unwrap_err();
-    assert!(matches!(err, SandboxError::DiskLimit { limit, .. } if limit == 4 << 20), "{err}");
+    assert!(
+        matches!(err, SandboxError::DiskLimit { limit, .. } if limit == 4 << 20),
+        "{err}"
+    );
     assert!(err.to_string().contains("build-dir-size"), "{err}");
     assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
     std::thread::sleep(Duration::from_millis(200));
@@ -1136,4 +1152,3 @@ fn sandbox_overhead() {
     }
     println!("{:?} per trivial sandboxed build", total / n);
 }
-

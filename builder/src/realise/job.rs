@@ -400,7 +400,10 @@ fn run_sandboxed(
         }
     };
     // Structured attributes and `exportReferencesGraph`: files in the build directory.
-    let outputs = outs.iter().map(|o| (o.name.clone(), o.inside.clone())).collect();
+    let outputs = outs
+        .iter()
+        .map(|o| (o.name.clone(), o.inside.clone()))
+        .collect();
     let env = crate::structured::prepare(run_drv, &outputs, &job.closure, store)
         .and_then(|p| p.write(build_dir).map(|()| p.env))
         .map_err(|e| match e {

@@ -567,7 +567,13 @@ fn init(p: &Prepared) -> ! {
     // is denied to the builder by the seccomp filter as well; a kernel without keys
     // support or a container that denies keyctl leaves nothing to reach anyway.)
     // SAFETY: keyctl(KEYCTL_JOIN_SESSION_KEYRING, NULL) passes no memory.
-    unsafe { libc::syscall(libc::SYS_keyctl, 1 /* KEYCTL_JOIN_SESSION_KEYRING */, 0usize) };
+    unsafe {
+        libc::syscall(
+            libc::SYS_keyctl,
+            1, /* KEYCTL_JOIN_SESSION_KEYRING */
+            0usize,
+        )
+    };
     // SAFETY: integer-only prctl. Not being dumpable keeps the builder (same uid) out of
     // our memory and environment. (Only now: until the parent had written our id maps,
     // it needed our /proc files, which a non-dumpable process's owner cannot open.)

@@ -63,7 +63,10 @@ pub(super) fn write_id_maps(
 /// Gives every entry of the output tree at `root` to `owner` (the caller: root), so
 /// that no file of the store belongs to a build user. Depth-bounded like every walk of
 /// an output ([`rocmx_store::tree::MAX_DEPTH`]).
-pub(super) fn hand_back(root: &Path, owner: (u32, u32)) -> Result<(), rocmx_store::tree::TreeError> {
+pub(super) fn hand_back(
+    root: &Path,
+    owner: (u32, u32),
+) -> Result<(), rocmx_store::tree::TreeError> {
     use nix::unistd::{Gid, Uid};
     rocmx_store::tree::walk(root, rocmx_store::tree::MAX_DEPTH, &mut |e| {
         if e.stat.st_uid == owner.0 && e.stat.st_gid == owner.1 {

@@ -175,8 +175,8 @@ mod seccomp;
 mod staging;
 mod userns;
 
-use protocol::Step;
 use disk::DiskWatch;
+use protocol::Step;
 use staging::{strip_setid, Staging, WorkDirs};
 pub use userns::check_user_namespaces;
 use userns::HostFacts;
@@ -804,9 +804,11 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
                 )))?;
                 strip_setid(out_host)?;
                 if spec.host_ids.is_some() {
-                    identity::hand_back(out_host, own_ids).map_err(|source| SandboxError::Output {
-                        path: out_host.clone(),
-                        source,
+                    identity::hand_back(out_host, own_ids).map_err(|source| {
+                        SandboxError::Output {
+                            path: out_host.clone(),
+                            source,
+                        }
                     })?;
                 }
             }

@@ -585,7 +585,11 @@ pub(super) fn build(pi: &PlanInput<'_>) -> Result<Vec<PlannedAction>, SandboxErr
             if reserved.contains(&name) {
                 continue;
             }
-            p.rootfs_entry(&source, via_group(&source).as_deref(), &Path::new("/").join(&name))?;
+            p.rootfs_entry(
+                &source,
+                via_group(&source).as_deref(),
+                &Path::new("/").join(&name),
+            )?;
         }
         let etc = rootfs.join("etc");
         if etc.is_dir() {
@@ -803,7 +807,9 @@ mod tests {
         actions
             .iter()
             .map(|a| String::from_utf8_lossy(&a.what).into_owned())
-            .filter(|d| !d.starts_with("making read-only /proc/") && !d.starts_with("hiding /proc/"))
+            .filter(|d| {
+                !d.starts_with("making read-only /proc/") && !d.starts_with("hiding /proc/")
+            })
             .collect()
     }
 
@@ -840,7 +846,11 @@ mod tests {
         );
         let ro = MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
         match &p.actions[0].action {
-            Action::Bind { source, target, flags } => {
+            Action::Bind {
+                source,
+                target,
+                flags,
+            } => {
                 assert_eq!(source.to_str().unwrap(), "/s/root/proc/sys");
                 assert_eq!(target, source);
                 assert_eq!(*flags, ro);
@@ -850,12 +860,17 @@ mod tests {
         match &p.actions[4].action {
             Action::Bind { source, flags, .. } => {
                 assert_eq!(source.to_str().unwrap(), "/dev/null");
-                assert!(!flags.contains(MsFlags::MS_NODEV), "/dev/null must stay openable");
+                assert!(
+                    !flags.contains(MsFlags::MS_NODEV),
+                    "/dev/null must stay openable"
+                );
                 assert!(flags.contains(MsFlags::MS_RDONLY));
             }
             other => panic!("unexpected {other:?}"),
         }
-        assert!(matches!(&p.actions[5].action, Action::Mount { flags, .. } if flags.contains(MsFlags::MS_RDONLY)));
+        assert!(
+            matches!(&p.actions[5].action, Action::Mount { flags, .. } if flags.contains(MsFlags::MS_RDONLY))
+        );
     }
 
     #[test]

@@ -318,7 +318,10 @@ mod tests {
     fn filter_denies_the_kernel_keyring() {
         let p = program();
         let enosys = RET_ERRNO | libc::ENOSYS as u32;
-        for (arch, nrs) in [(0xc000_003e, [248, 249, 250]), (0x4000_0003, [286, 287, 288])] {
+        for (arch, nrs) in [
+            (0xc000_003e, [248, 249, 250]),
+            (0x4000_0003, [286, 287, 288]),
+        ] {
             for nr in nrs {
                 assert_eq!(eval(&p, arch, nr, [0; 6]), enosys, "arch {arch:#x} nr {nr}");
             }

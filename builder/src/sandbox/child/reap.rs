@@ -100,14 +100,8 @@ fn count_processes(proc_fd: RawFd) -> u32 {
     let mut n = 0u32;
     loop {
         // SAFETY: getdents64 writes at most `buf.len()` bytes into `buf`.
-        let got = unsafe {
-            libc::syscall(
-                libc::SYS_getdents64,
-                proc_fd,
-                buf.as_mut_ptr(),
-                buf.len(),
-            )
-        };
+        let got =
+            unsafe { libc::syscall(libc::SYS_getdents64, proc_fd, buf.as_mut_ptr(), buf.len()) };
         if got <= 0 {
             return n;
         }
@@ -126,4 +120,3 @@ fn count_processes(proc_fd: RawFd) -> u32 {
         }
     }
 }
-
