@@ -113,6 +113,7 @@ impl Fixture {
             outputs: vec![(self.out.clone(), PathBuf::from(OUT))],
             staging: None,
             build_dir: self.build.clone(),
+            work_dirs: None,
             rootfs: None,
             network: false,
             cores: 2,

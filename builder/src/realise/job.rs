@@ -53,6 +53,13 @@ pub(super) struct Ctx<'a> {
     pub pool: &'a DirPool,
 }
 
+/// The sandbox's overlay work directory for `/build`, in a build directory.
+const WORK_BUILD: &str = "work-build";
+/// The sandbox's overlay work directory for the output's directory.
+const WORK_STAGE: &str = "work-stage";
+/// What a build directory keeps between builds.
+const KEPT: [&str; 4] = ["build", "stage", WORK_BUILD, WORK_STAGE];
+
 /// Build directories (`<state>/builds/<pid>-<n>/`, holding an empty `build/`) that
 /// finished builds of one realiser left for the next ones: emptied, not deleted, because
 /// creating directories is a large part of a small build's cost on some filesystems.
@@ -97,17 +104,26 @@ impl DirPool {
                 .mode(0o755)
                 .create(&stage)
                 .map_err(io_err("creating", &stage))?;
+            // The sandbox's overlay work directories, kept across builds.
+            for w in [WORK_BUILD, WORK_STAGE] {
+                let w = base.join(w);
+                fs::DirBuilder::new()
+                    .mode(0o700)
+                    .create(&w)
+                    .map_err(io_err("creating", &w))?;
+            }
             return Ok(base);
         }
     }
 
-    /// Empties `base` (all but an empty `build/` and `stage/`) and keeps it for the next
+    /// Empties `base` (all but an empty `build/` and `stage/`, and the overlay work
+    /// directories, which the kernel cleans at each mount) and keeps it for the next
     /// build; a directory that cannot be emptied is deleted instead.
     fn give_back(&self, base: &Path) {
         let emptied = (|| -> io::Result<()> {
             for e in fs::read_dir(base)? {
                 let e = e?;
-                if e.file_name() != "build" && e.file_name() != "stage" {
+                if !KEPT.iter().any(|k| e.file_name() == *k) {
                     remove_tree(&e.path())?;
                 }
             }
@@ -121,7 +137,7 @@ impl DirPool {
                     return Err(io::Error::other("not empty"));
                 }
             }
-            if fs::read_dir(base)?.count() != 2 {
+            if fs::read_dir(base)?.count() != KEPT.len() {
                 return Err(io::Error::other("not empty"));
             }
             Ok(())
@@ -440,6 +456,9 @@ fn run_sandboxed(
             .collect(),
         build_dir: build_dir.to_path_buf(),
         staging: build_dir.parent().map(|b| b.join("stage")),
+        work_dirs: build_dir
+            .parent()
+            .map(|b| (b.join(WORK_BUILD), b.join(WORK_STAGE))),
         rootfs,
         network,
         cores: ctx.opts.cores,

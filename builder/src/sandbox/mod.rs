@@ -205,6 +205,11 @@ pub struct SandboxSpec {
     /// Host directory bound at `/build` (writable, the working directory). It should be
     /// private to the caller (mode 0700) and deleted after the build.
     pub build_dir: PathBuf,
+    /// Two directories of the caller's for the overlays' work directories, the first on
+    /// `build_dir`'s filesystem, the second on the outputs' (next to them), used by one
+    /// build at a time and left in place for the next; `None`: the sandbox makes and
+    /// removes its own (`.rocmx-work-*`).
+    pub work_dirs: Option<(PathBuf, PathBuf)>,
     /// Optional read-only base of `/` (a Debian-style tree); else an empty tmpfs root.
     pub rootfs: Option<PathBuf>,
     /// Keep the host's network namespace (fixed-output derivations only).
@@ -256,6 +261,7 @@ impl fmt::Debug for SandboxSpec {
             .field("outputs", &self.outputs)
             .field("staging", &self.staging)
             .field("build_dir", &self.build_dir)
+            .field("work_dirs", &self.work_dirs)
             .field("rootfs", &self.rootfs)
             .field("network", &self.network)
             .field("cores", &self.cores)
@@ -548,7 +554,10 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
     } else {
         None
     };
-    let work = WorkDirs::create(&build_dir, &staging.dir)?;
+    let work = match &spec.work_dirs {
+        Some((b, o)) => WorkDirs::lend(b, o),
+        None => WorkDirs::create(&build_dir, &staging.dir)?,
+    };
     let actions = plan::build(&plan::PlanInput {
         root: &root,
         inputs,

@@ -188,9 +188,21 @@ mod tests {
 pub(super) struct WorkDirs {
     pub(super) build: PathBuf,
     pub(super) output: PathBuf,
+    /// The caller's ([`super::SandboxSpec::work_dirs`]): left in place.
+    lent: bool,
 }
 
 impl WorkDirs {
+    /// Uses the caller's directories (what a previous overlay left in them is the
+    /// kernel's to clean at the next mount).
+    pub(super) fn lend(build: &Path, output: &Path) -> WorkDirs {
+        WorkDirs {
+            build: build.to_path_buf(),
+            output: output.to_path_buf(),
+            lent: true,
+        }
+    }
+
     pub(super) fn create(build_dir: &Path, staging: &Path) -> Result<WorkDirs, SandboxError> {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let make = |next_to: &Path| -> Result<PathBuf, SandboxError> {
@@ -218,12 +230,19 @@ impl WorkDirs {
                 return Err(e);
             }
         };
-        Ok(WorkDirs { build, output })
+        Ok(WorkDirs {
+            build,
+            output,
+            lent: false,
+        })
     }
 }
 
 impl Drop for WorkDirs {
     fn drop(&mut self) {
+        if self.lent {
+            return;
+        }
         remove_tree(&self.build);
         remove_tree(&self.output);
     }
