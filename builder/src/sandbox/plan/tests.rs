@@ -1,0 +1,480 @@
+//! Unit tests of the mount plan: literal action lists for typical specs.
+use super::*;
+
+/// The actions' descriptions, without those protecting `/proc` (they depend on the
+/// host's kernel; [`proc_is_protected`] checks them).
+fn describe(actions: &[PlannedAction]) -> Vec<String> {
+    actions
+        .iter()
+        .map(|a| String::from_utf8_lossy(&a.what).into_owned())
+        .filter(|d| !d.starts_with("making read-only /proc/") && !d.starts_with("hiding /proc/"))
+        .collect()
+}
+
+#[test]
+fn proc_is_protected() {
+    let fake = tempfile::tempdir().unwrap();
+    for d in ["sys", "irq", "acpi"] {
+        std::fs::create_dir(fake.path().join(d)).unwrap();
+    }
+    for f in ["sysrq-trigger", "keys", "kcore"] {
+        std::fs::write(fake.path().join(f), "").unwrap();
+    }
+    let mut p = Planner {
+        root: Path::new("/s/root"),
+        actions: Vec::new(),
+        dirs: BTreeSet::new(),
+    };
+    p.protect_proc(fake.path());
+    let got: Vec<String> = p
+        .actions
+        .iter()
+        .map(|a| String::from_utf8_lossy(&a.what).into_owned())
+        .collect();
+    assert_eq!(
+        got,
+        [
+            "making read-only /proc/sys",
+            "making read-only /proc/sysrq-trigger",
+            "making read-only /proc/irq",
+            "hiding /proc/kcore",
+            "hiding /proc/keys",
+            "hiding /proc/acpi",
+        ]
+    );
+    let ro = MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    match &p.actions[0].action {
+        Action::Bind {
+            source,
+            target,
+            flags,
+        } => {
+            assert_eq!(source.to_str().unwrap(), "/s/root/proc/sys");
+            assert_eq!(target, source);
+            assert_eq!(*flags, ro);
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    match &p.actions[4].action {
+        Action::Bind { source, flags, .. } => {
+            assert_eq!(source.to_str().unwrap(), "/dev/null");
+            assert!(
+                !flags.contains(MsFlags::MS_NODEV),
+                "/dev/null must stay openable"
+            );
+            assert!(flags.contains(MsFlags::MS_RDONLY));
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    assert!(
+        matches!(&p.actions[5].action, Action::Mount { flags, .. } if flags.contains(MsFlags::MS_RDONLY))
+    );
+}
+
+#[test]
+fn inside_paths_are_checked() {
+    for ok in ["/rocmx/store/abc-x", "/a"] {
+        check_inside_path(Path::new(ok), "input").unwrap();
+    }
+    let cases = [
+        ("rocmx/x", "input rocmx/x: not an absolute path"),
+        ("/", "input /: not a normalised path below /"),
+        ("/a/../b", "input /a/../b: not a normalised path"),
+        ("/a/", "input /a/: not a normalised path below /"),
+        (
+            "/dev/x",
+            "input /dev/x: the sandbox provides /dev, /proc, /etc and /build itself",
+        ),
+        (
+            "/build",
+            "input /build: the sandbox provides /dev, /proc, /etc and /build itself",
+        ),
+    ];
+    for (p, msg) in cases {
+        let e = check_inside_path(Path::new(p), "input").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("invalid sandbox specification: {msg}")
+        );
+    }
+}
+
+#[test]
+fn plan_without_rootfs() {
+    let pi = PlanInput {
+        root: Path::new("/s/root"),
+        inputs: vec![
+            (
+                PathBuf::from("/h/in1"),
+                PathBuf::from("/rocmx/store/aaa-in1"),
+                InputKind::Dir,
+            ),
+            (
+                PathBuf::from("/h/f"),
+                PathBuf::from("/rocmx/store/bbb-f"),
+                InputKind::File,
+            ),
+            (
+                PathBuf::from("/h/l"),
+                PathBuf::from("/rocmx/store/ccc-l"),
+                InputKind::Symlink(PathBuf::from("aaa-in1")),
+            ),
+        ],
+        output_parent_host: Path::new("/s/out"),
+        output_inside: Path::new("/rocmx/store/zzz-out"),
+        build_dir: Path::new("/b"),
+        rootfs: None,
+        resolv_conf: None,
+        shm_size: None,
+        work_dirs: None,
+    };
+    let plan = build(&pi).unwrap();
+    let expected = [
+        "mounting the root tmpfs",
+        "creating /.rocmx-empty",
+        "creating /.rocmx-inputs-0",
+        "mounting /.rocmx-inputs-0 (inputs, read-only)",
+        "creating /etc",
+        "writing /etc/passwd",
+        "writing /etc/group",
+        "writing /etc/hosts",
+        "creating /dev",
+        "creating mount point /dev/null",
+        "binding /dev/null from the host",
+        "creating mount point /dev/zero",
+        "binding /dev/zero from the host",
+        "creating mount point /dev/full",
+        "binding /dev/full from the host",
+        "creating mount point /dev/random",
+        "binding /dev/random from the host",
+        "creating mount point /dev/urandom",
+        "binding /dev/urandom from the host",
+        "creating mount point /dev/tty",
+        "binding /dev/tty from the host",
+        "creating /dev/pts",
+        "mounting /dev/pts (devpts)",
+        "creating symlink /dev/ptmx",
+        "creating /dev/shm",
+        "mounting /dev/shm (tmpfs)",
+        "creating symlink /dev/fd",
+        "creating symlink /dev/stdin",
+        "creating symlink /dev/stdout",
+        "creating symlink /dev/stderr",
+        "creating /proc",
+        "mounting /proc (proc)",
+        "creating /build",
+        "binding /build (the build directory)",
+        "creating /rocmx",
+        "creating /rocmx/store",
+        "binding /rocmx/store (the output's directory)",
+        "creating /rocmx/store/aaa-in1",
+        "binding /rocmx/store/aaa-in1 (input) read-only",
+        "creating mount point /rocmx/store/bbb-f",
+        "binding /rocmx/store/bbb-f (input) read-only",
+        "creating symlink /rocmx/store/ccc-l",
+        "detaching /.rocmx-inputs-0",
+        "removing /.rocmx-inputs-0",
+        "removing /.rocmx-empty",
+    ];
+    assert_eq!(describe(&plan), expected);
+    // Inputs come from the overlay of their host directory, named by descriptor.
+    match &plan[3].action {
+        Action::Overlay {
+            lower,
+            empty,
+            target,
+        } => {
+            assert_eq!(lower.to_str().unwrap(), "/h");
+            assert_eq!(empty.to_str().unwrap(), "/s/root/.rocmx-empty");
+            assert_eq!(target.to_str().unwrap(), "/s/root/.rocmx-inputs-0");
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    let bbb = plan
+        .iter()
+        .find(|a| matches!(&a.action, Action::BindFrom { target, .. } if target.to_str() == Ok("/s/root/rocmx/store/bbb-f")))
+        .unwrap();
+    match &bbb.action {
+        Action::BindFrom {
+            source,
+            fallback,
+            flags,
+            ..
+        } => {
+            assert_eq!(source.to_str().unwrap(), "/s/root/.rocmx-inputs-0/f");
+            assert_eq!(fallback.to_str().unwrap(), "/h/f");
+            assert_eq!(*flags, ro_flags());
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[test]
+fn file_inputs_in_the_output_directory_get_linked_mount_points() {
+    let file = |h: &str, i: &str| (PathBuf::from(h), PathBuf::from(i), InputKind::File);
+    let pi = PlanInput {
+        root: Path::new("/s"),
+        inputs: vec![
+            file("/h/a", "/rocmx/store/aaa-a"),
+            file("/g/b", "/rocmx/store/bbb-b"),
+            file("/h/c", "/elsewhere/ccc-c"),
+            (
+                PathBuf::from("/h/d"),
+                PathBuf::from("/rocmx/store/ddd-d"),
+                InputKind::Dir,
+            ),
+        ],
+        output_parent_host: Path::new("/proc/self/fd/7"),
+        output_inside: Path::new("/rocmx/store/zzz-out"),
+        build_dir: Path::new("/b"),
+        rootfs: None,
+        resolv_conf: None,
+        shm_size: None,
+        work_dirs: None,
+    };
+    let plan = build(&pi).unwrap();
+    let tail: Vec<String> = describe(&plan)
+        .into_iter()
+        .skip_while(|s| s != "creating /elsewhere")
+        .collect();
+    assert_eq!(
+        tail,
+        [
+            "creating /elsewhere",
+            "creating mount point /elsewhere/ccc-c",
+            "binding /elsewhere/ccc-c (input) read-only",
+            "creating /rocmx",
+            "creating /rocmx/store",
+            "binding /rocmx/store (the output's directory)",
+            "creating /rocmx/store/.rocmx-mount-point (for mount points)",
+            "creating mount point /rocmx/store/aaa-a",
+            "binding /rocmx/store/aaa-a (input) read-only",
+            "creating mount point /rocmx/store/bbb-b",
+            "binding /rocmx/store/bbb-b (input) read-only",
+            "creating /rocmx/store/ddd-d",
+            "binding /rocmx/store/ddd-d (input) read-only",
+            "detaching /.rocmx-inputs-0",
+            "removing /.rocmx-inputs-0",
+            "detaching /.rocmx-inputs-1",
+            "removing /.rocmx-inputs-1",
+            "removing /.rocmx-empty",
+            "removing /rocmx/store/.rocmx-mount-point (for mount points)",
+        ]
+    );
+    let kinds: Vec<&Action> = plan.iter().map(|a| &a.action).collect();
+    let links: Vec<(String, String)> = kinds
+        .iter()
+        .filter_map(|a| match a {
+            Action::Link { target, path } => Some((
+                target.to_str().unwrap().to_string(),
+                path.to_str().unwrap().to_string(),
+            )),
+            _ => None,
+        })
+        .collect();
+    let t = "/s/rocmx/store/.rocmx-mount-point".to_string();
+    assert_eq!(
+        links,
+        [
+            (t.clone(), "/s/rocmx/store/aaa-a".to_string()),
+            (t.clone(), "/s/rocmx/store/bbb-b".to_string()),
+        ]
+    );
+    assert!(kinds
+        .iter()
+        .any(|a| matches!(a, Action::Touch { path } if path.to_str() == Ok("/s/elsewhere/ccc-c"))));
+    assert!(kinds.iter().any(
+        |a| matches!(a, Action::Bind { source, .. } if source.to_str() == Ok("/proc/self/fd/7"))
+    ));
+    // Every input comes from its directory's overlay (/g and /h).
+    assert_eq!(
+        kinds
+            .iter()
+            .filter(|a| matches!(a, Action::Overlay { .. }))
+            .count(),
+        2
+    );
+    assert_eq!(
+        kinds
+            .iter()
+            .filter(|a| matches!(a, Action::BindFrom { .. }))
+            .count(),
+        4
+    );
+}
+
+#[test]
+fn inputs_are_bound_from_an_overlay_of_their_directory() {
+    let mut inputs: Vec<(PathBuf, PathBuf, InputKind)> = ["aaa-a", "bbb-b", "ccc-c"]
+        .iter()
+        .map(|n| {
+            (
+                PathBuf::from("/st").join(n),
+                PathBuf::from("/rocmx/store").join(n),
+                InputKind::File,
+            )
+        })
+        .collect();
+    inputs.push((
+        PathBuf::from("/st/ddd-d"),
+        PathBuf::from("/rocmx/store/ddd-d"),
+        InputKind::Dir,
+    ));
+    inputs.push((
+        PathBuf::from("/st/eee-e"),
+        PathBuf::from("/rocmx/store/eee-e"),
+        InputKind::Symlink(PathBuf::from("ddd-d")),
+    ));
+    inputs.push((
+        PathBuf::from("/other/fff-f"),
+        PathBuf::from("/rocmx/store/fff-f"),
+        InputKind::Dir,
+    ));
+    let pi = PlanInput {
+        root: Path::new("/s"),
+        inputs,
+        output_parent_host: Path::new("/proc/self/fd/7"),
+        output_inside: Path::new("/rocmx/store/zzz-out"),
+        build_dir: Path::new("/b"),
+        rootfs: None,
+        resolv_conf: None,
+        shm_size: None,
+        work_dirs: None,
+    };
+    let plan = build(&pi).unwrap();
+    let tail: Vec<String> = describe(&plan)
+        .into_iter()
+        .skip_while(|s| s != "creating /.rocmx-inputs-0")
+        .take(8)
+        .collect();
+    assert_eq!(
+        tail,
+        [
+            "creating /.rocmx-inputs-0",
+            "mounting /.rocmx-inputs-0 (inputs, read-only)",
+            "creating /.rocmx-inputs-1",
+            "mounting /.rocmx-inputs-1 (inputs, read-only)",
+            "creating /etc",
+            "writing /etc/passwd",
+            "writing /etc/group",
+            "writing /etc/hosts",
+        ]
+    );
+    let tail: Vec<String> = describe(&plan)
+        .into_iter()
+        .skip_while(|s| s != "creating /rocmx")
+        .collect();
+    assert_eq!(
+        tail,
+        [
+            "creating /rocmx",
+            "creating /rocmx/store",
+            "binding /rocmx/store (the output's directory)",
+            "creating /rocmx/store/.rocmx-mount-point (for mount points)",
+            "creating mount point /rocmx/store/aaa-a",
+            "binding /rocmx/store/aaa-a (input) read-only",
+            "creating mount point /rocmx/store/bbb-b",
+            "binding /rocmx/store/bbb-b (input) read-only",
+            "creating mount point /rocmx/store/ccc-c",
+            "binding /rocmx/store/ccc-c (input) read-only",
+            "creating /rocmx/store/ddd-d",
+            "binding /rocmx/store/ddd-d (input) read-only",
+            "creating symlink /rocmx/store/eee-e",
+            "creating /rocmx/store/fff-f",
+            "binding /rocmx/store/fff-f (input) read-only",
+            "detaching /.rocmx-inputs-0",
+            "removing /.rocmx-inputs-0",
+            "detaching /.rocmx-inputs-1",
+            "removing /.rocmx-inputs-1",
+            "removing /.rocmx-empty",
+            "removing /rocmx/store/.rocmx-mount-point (for mount points)",
+        ]
+    );
+    let binds: Vec<String> = plan
+        .iter()
+        .filter_map(|a| match &a.action {
+            Action::Bind { source, target, .. } => Some(format!(
+                "bind {} {}",
+                source.to_str().unwrap(),
+                target.to_str().unwrap()
+            )),
+            Action::BindFrom {
+                source,
+                target,
+                fallback,
+                flags,
+            } => {
+                assert_eq!(*flags, ro_flags());
+                Some(format!(
+                    "from {} {} {}",
+                    source.to_str().unwrap(),
+                    target.to_str().unwrap(),
+                    fallback.to_str().unwrap()
+                ))
+            }
+            _ => None,
+        })
+        .filter(|b| b.contains("/s/r") || b.contains("/s/."))
+        .filter(|b| !b.contains("/proc/self/fd"))
+        .collect();
+    assert_eq!(
+        binds,
+        [
+            "from /s/.rocmx-inputs-1/aaa-a /s/rocmx/store/aaa-a /st/aaa-a",
+            "from /s/.rocmx-inputs-1/bbb-b /s/rocmx/store/bbb-b /st/bbb-b",
+            "from /s/.rocmx-inputs-1/ccc-c /s/rocmx/store/ccc-c /st/ccc-c",
+            "from /s/.rocmx-inputs-1/ddd-d /s/rocmx/store/ddd-d /st/ddd-d",
+            "from /s/.rocmx-inputs-0/fff-f /s/rocmx/store/fff-f /other/fff-f",
+        ]
+    );
+}
+
+#[test]
+fn plan_with_rootfs_skips_reserved_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    let rootfs = dir.path();
+    for d in ["usr/bin", "etc/apt", "dev", "proc", "rocmx", "tmp"] {
+        std::fs::create_dir_all(rootfs.join(d)).unwrap();
+    }
+    std::os::unix::fs::symlink("usr/bin", rootfs.join("bin")).unwrap();
+    for f in ["etc/passwd", "etc/os-release", "etc/hosts"] {
+        std::fs::write(rootfs.join(f), "x").unwrap();
+    }
+    let pi = PlanInput {
+        root: Path::new("/s/root"),
+        inputs: vec![],
+        output_parent_host: Path::new("/s/out"),
+        output_inside: Path::new("/rocmx/store/zzz-out"),
+        build_dir: Path::new("/b"),
+        rootfs: Some(rootfs),
+        resolv_conf: Some(b"nameserver 10.0.0.1\n".to_vec()),
+        shm_size: None,
+        work_dirs: None,
+    };
+    let plan = describe(&build(&pi).unwrap());
+    let before_etc: Vec<&str> = plan
+        .iter()
+        .take_while(|s| !s.contains("/etc/passwd"))
+        .map(|s| s.as_str())
+        .collect();
+    assert_eq!(
+        before_etc,
+        [
+            "mounting the root tmpfs",
+            "creating symlink /bin",
+            "creating /tmp",
+            "binding /tmp from the rootfs read-only",
+            "creating /usr",
+            "binding /usr from the rootfs read-only",
+            "creating /etc",
+            "creating /etc/apt",
+            "binding /etc/apt from the rootfs read-only",
+            "creating mount point /etc/os-release",
+            "binding /etc/os-release from the rootfs read-only",
+        ]
+    );
+    assert!(plan.contains(&"writing /etc/resolv.conf".to_string()));
+    assert!(!plan
+        .iter()
+        .any(|s| s.contains("/etc/hosts from the rootfs")));
+}
