@@ -38,6 +38,7 @@ in {
   a = mk "first-${tag}" "echo A > $out";
   b = mk "second-${tag}" "echo B > $out";
   c = mk "third-${tag}" "echo C > $out";
+  d = mk "tree-${tag}" "mkdir $out; mkdir $out/sub; echo D > $out/sub/f";
 }
 "#;
 
@@ -198,6 +199,28 @@ fn root_on_a_users_store_leaves_it_usable() {
     f.build(true, "c");
     f.ok(true, &["store", "gc"]);
     f.ok(true, &["store", "verify"]);
+    // A directory output root built (as a leased build user) belongs to the store's
+    // owner, who can therefore collect it.
+    let nix = f.dir.path().join("packages.nix");
+    let o = f.ok(
+        false,
+        &[
+            "build",
+            "--file",
+            nix.to_str().unwrap(),
+            "--no-link",
+            "--print-out-paths",
+            "d",
+        ],
+    );
+    let logical = out(&o).trim().to_string();
+    let phys = f.root().join(logical.trim_start_matches("/rocmx/"));
+    for p in [phys.clone(), phys.join("sub"), phys.join("sub/f")] {
+        let m = fs::symlink_metadata(&p).unwrap();
+        assert_eq!((m.uid(), m.gid()), (NOBODY, NOBODY), "{}", p.display());
+    }
+    f.ok(true, &["store", "gc"]);
+    assert!(!phys.exists(), "65534's gc left root's build of a tree");
     assert!(bad.is_empty(), "state root left behind: {bad:?}");
     assert!(
         warned.contains("belongs to uid 65534"),

@@ -249,6 +249,14 @@ impl LocalStore {
                 }
             }
         }
+        if let Some(uid) = self.foreign_owner() {
+            // Root adding to another user's store: the owner must be able to delete it.
+            let gid = fs::metadata(&self.root).map_or(uid, |m| {
+                use std::os::unix::fs::MetadataExt;
+                m.gid()
+            });
+            super::owner::give_tree(&real, (uid, gid))?;
+        }
         fsutil::fsync_dir(&self.store_dir)?;
         let registered = self.with_tx(|c, d| {
             let id = db::register(

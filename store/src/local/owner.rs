@@ -8,9 +8,13 @@
 //! that the owner's next build cannot open ([`adopt`]); [`foreign_owner`] lets the
 //! binary warn about it.
 //!
-//! Must not: change anything that is not the store's shared state (store contents keep
-//! their own normalised modes), or fail an operation because ownership could not be
-//! fixed (errors are ignored: the next open by the owner reports what it cannot do).
+//! Store contents keep their normalised modes; when root adds to someone else's store
+//! they are given to the store's owner ([`give_tree`]), so that the owner's `gc` can
+//! delete them.
+//!
+//! Must not: change modes of store contents, or fail an operation on shared state
+//! because ownership could not be fixed (errors are ignored there: the next open by the
+//! owner reports what it cannot do).
 
 use std::fs::{self, File};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -82,4 +86,28 @@ pub(crate) fn create_dirs(top: &Path, dir: &Path) -> std::io::Result<()> {
         adopt(&cur, None, &parent);
     }
     Ok(())
+}
+
+/// Gives every entry of the store object at `real` (just placed, not yet registered)
+/// to `owner`, the owner and group of the store's root, when root adds to another
+/// user's store. Depth-bounded like every walk of a store object.
+pub(crate) fn give_tree(real: &Path, owner: (u32, u32)) -> Result<(), crate::tree::TreeError> {
+    use rustix::fs::{AtFlags, Gid, Uid};
+    crate::tree::walk(real, crate::tree::MAX_DEPTH, &mut |e| {
+        if e.stat.st_uid == owner.0 && e.stat.st_gid == owner.1 {
+            return Ok(());
+        }
+        rustix::fs::chownat(
+            e.dir,
+            e.name,
+            Some(Uid::from_raw(owner.0)),
+            Some(Gid::from_raw(owner.1)),
+            AtFlags::SYMLINK_NOFOLLOW,
+        )
+        .map_err(|err| crate::tree::TreeError::Io {
+            action: "giving to the store's owner",
+            path: real.join(e.name),
+            source: err.into(),
+        })
+    })
 }
