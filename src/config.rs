@@ -40,7 +40,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use rocmx_builder::fetchurl::Mirrors;
+use rocmx_builder::fetchurl::{strip_comment, Mirrors};
 use rocmx_builder::realise::BuildOptions;
 
 /// The settings of the `NAME = VALUE` form (all but `mirror.NAME`).
@@ -76,18 +76,6 @@ fn files() -> Result<Vec<PathBuf>, String> {
         out.push(f);
     }
     Ok(out)
-}
-
-/// `#` starts a comment at the start of a line or after whitespace.
-fn strip_comment(line: &str) -> &str {
-    let mut prev_space = true;
-    for (i, c) in line.char_indices() {
-        if c == '#' && prev_space {
-            return &line[..i];
-        }
-        prev_space = c.is_whitespace();
-    }
-    line
 }
 
 /// Everything the configuration files say.
@@ -229,7 +217,7 @@ fn apply_setting(opts: &mut BuildOptions, name: &str, value: &str) -> Result<(),
                 parse_secs(value)?.ok_or("stalled-download-timeout must be at least 1 second")?
         }
         _ => {
-            let hint = closest(name)
+            let hint = rocmx_lang::eval::error::did_you_mean(name, SETTINGS.iter().copied())
                 .map(|s| format!("; did you mean '{s}'?"))
                 .unwrap_or_default();
             return Err(format!(
@@ -239,29 +227,6 @@ fn apply_setting(opts: &mut BuildOptions, name: &str, value: &str) -> Result<(),
         }
     }
     Ok(())
-}
-
-/// The known setting nearest to `name` (edit distance at most 3).
-fn closest(name: &str) -> Option<&'static str> {
-    fn distance(a: &str, b: &str) -> usize {
-        let b: Vec<char> = b.chars().collect();
-        let mut prev: Vec<usize> = (0..=b.len()).collect();
-        for (i, ca) in a.chars().enumerate() {
-            let mut cur = vec![i + 1];
-            for (j, cb) in b.iter().enumerate() {
-                let sub = prev[j] + usize::from(ca != *cb);
-                cur.push(sub.min(prev[j + 1] + 1).min(cur[j] + 1));
-            }
-            prev = cur;
-        }
-        prev[b.len()]
-    }
-    SETTINGS
-        .iter()
-        .map(|s| (distance(name, s), *s))
-        .filter(|(d, _)| *d <= 3)
-        .min()
-        .map(|(_, s)| s)
 }
 
 #[cfg(test)]

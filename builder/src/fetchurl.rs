@@ -54,7 +54,7 @@ use std::time::Instant;
 
 use guard::{Attempt, Stop};
 pub use limits::Limits;
-pub use mirrors::Mirrors;
+pub use mirrors::{strip_comment, Mirrors};
 use transport::{Failure, Transport};
 
 /// What a `builtin:fetchurl` derivation asks for.

@@ -30,7 +30,6 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::AsFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -117,23 +116,17 @@ static NEXT: AtomicU32 = AtomicU32::new(0);
 /// Leases a free slot of `range`, using `<state_dir>/build-ids.lock`.
 pub fn lease(state_dir: &Path, range: &IdRange) -> io::Result<IdLease> {
     let path = state_dir.join("build-ids.lock");
+    // Shared with every user of the store (it belongs to the store's owner). One
+    // descriptor tries the slots: a failed try takes nothing.
+    let file =
+        rocmx_store::local::open_lock_file(&path).map_err(|e| io::Error::other(e.to_string()))?;
     let start = std::process::id()
         .wrapping_mul(31)
         .wrapping_add(NEXT.fetch_add(1, Ordering::Relaxed));
     for i in 0..range.count {
         let slot = start.wrapping_add(i) % range.count;
-        // Shared with every user of the store (it belongs to the store's owner).
-        let file = rocmx_store::local::open_lock_file(&path)
-            .map_err(|e| io::Error::other(e.to_string()))?;
-        let lock = libc::flock {
-            l_type: libc::F_WRLCK as libc::c_short,
-            l_whence: libc::SEEK_SET as libc::c_short,
-            l_start: libc::off_t::from(slot),
-            l_len: 1,
-            l_pid: 0,
-        };
-        match nix::fcntl::fcntl(file.as_fd(), nix::fcntl::FcntlArg::F_OFD_SETLK(&lock)) {
-            Ok(_) => {
+        match crate::ofd::try_lock_byte(&file, i64::from(slot)) {
+            Ok(true) => {
                 return Ok(IdLease {
                     ids: HostIds {
                         uid: range.first_uid + slot,
@@ -142,7 +135,7 @@ pub fn lease(state_dir: &Path, range: &IdRange) -> io::Result<IdLease> {
                     _lock: file,
                 })
             }
-            Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EACCES) => continue,
+            Ok(false) => continue,
             Err(e) => {
                 return Err(io::Error::new(
                     io::Error::from(e).kind(),

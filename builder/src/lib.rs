@@ -20,6 +20,7 @@ pub mod check;
 pub mod events;
 pub mod fetchurl;
 pub mod ids;
+mod ofd;
 pub mod output;
 pub mod realise;
 pub mod resolve;

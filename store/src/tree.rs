@@ -3,8 +3,8 @@
 //! Owns: [`remove_tree`], the one tree removal of the workspace (the store, the builder's
 //! build directories and the sandbox's staging directories all use it), which removes a
 //! file, symlink or directory tree of any depth whatever its directories' modes;
-//! [`walk`], a depth-first visit of a tree bounded by a depth limit; [`clear_setid_bits`]
-//! and [`check_depth`] on top of it; and [`MAX_DEPTH`], the deepest nesting a store object
+//! [`walk`], a depth-first visit of a tree bounded by a depth limit; [`clear_setid_bits`],
+//! [`chown_tree`] and [`check_depth`] on top of it; and [`MAX_DEPTH`], the deepest nesting a store object
 //! may have.
 //!
 //! Every operation reaches an entry through its parent directory's descriptor (`openat`,
@@ -427,6 +427,33 @@ fn names(fd: BorrowedFd<'_>, root: &Path, frames: &[Frame]) -> Result<Vec<OsStri
 /// Checks that the tree at `root` reaches no deeper than [`MAX_DEPTH`].
 pub fn check_depth(root: &Path) -> Result<(), TreeError> {
     walk(root, MAX_DEPTH, &mut |_| Ok(()))
+}
+
+/// Gives every entry of the tree at `root` (symlinks themselves, not followed) to the
+/// uid and gid `owner`, refusing a tree deeper than [`MAX_DEPTH`]: outputs of a build
+/// user handed back, and objects root adds to another user's store. `action` names the
+/// purpose in errors.
+pub fn chown_tree(root: &Path, owner: (u32, u32), action: &'static str) -> Result<(), TreeError> {
+    use rustix::fs::{Gid, Uid};
+    walk(root, MAX_DEPTH, &mut |e| {
+        if e.stat.st_uid == owner.0 && e.stat.st_gid == owner.1 {
+            return Ok(());
+        }
+        rustix::fs::chownat(
+            e.dir,
+            e.name,
+            Some(Uid::from_raw(owner.0)),
+            Some(Gid::from_raw(owner.1)),
+            AtFlags::SYMLINK_NOFOLLOW,
+        )
+        .map_err(|err| TreeError::Io {
+            action,
+            path: root
+                .join(format!("…{} levels…", e.level.saturating_sub(2)))
+                .join(e.name),
+            source: err.into(),
+        })
+    })
 }
 
 /// Clears the setuid and setgid bits of every file and directory of the tree at `root`

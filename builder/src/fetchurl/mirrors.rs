@@ -229,7 +229,7 @@ pub(super) fn strip_prefix_ignore_case<'a>(s: &'a str, prefix: &str) -> Option<&
 }
 
 /// The line up to a `#` that starts it or follows white space.
-fn strip_comment(line: &str) -> &str {
+pub fn strip_comment(line: &str) -> &str {
     let mut prev_space = true;
     for (i, c) in line.char_indices() {
         if c == '#' && prev_space {

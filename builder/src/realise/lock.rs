@@ -29,9 +29,6 @@ use std::collections::VecDeque;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use nix::errno::Errno;
-use nix::fcntl::{fcntl, FcntlArg};
-
 use super::BuildError;
 
 /// The file holding every build lock of a store.
@@ -85,20 +82,12 @@ impl DrvLock {
         if self.held {
             return Ok(true);
         }
-        let fl = nix::libc::flock {
-            l_type: nix::libc::F_WRLCK as nix::libc::c_short,
-            l_whence: nix::libc::SEEK_SET as nix::libc::c_short,
-            l_start: self.offset,
-            l_len: 1,
-            // Must be 0 for open-file-description locks.
-            l_pid: 0,
-        };
-        match fcntl(&self.file, FcntlArg::F_OFD_SETLK(&fl)) {
-            Ok(_) => {
+        match crate::ofd::try_lock_byte(&self.file, self.offset) {
+            Ok(true) => {
                 self.held = true;
                 Ok(true)
             }
-            Err(Errno::EAGAIN | Errno::EACCES | Errno::EINTR) => Ok(false),
+            Ok(false) => Ok(false),
             Err(e) => Err(BuildError::Io {
                 action: "taking a build lock in",
                 path: self.path.clone(),

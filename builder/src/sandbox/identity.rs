@@ -1,9 +1,9 @@
 //! Who the build user is on the host: the id maps of the sandbox's user namespace, and
-//! handing host paths to the build user and outputs back (see "Identity" in the
-//! sandbox's module documentation).
+//! handing host paths to the build user (see "Identity" in the sandbox's module
+//! documentation; the outputs come back through `rocmx_store::tree::chown_tree`).
 //!
-//! Owns: the text of `uid_map`/`gid_map`, writing them from outside, the ownership
-//! changes before and after a build when the caller is root.
+//! Owns: the text of `uid_map`/`gid_map`, writing them from outside, handing `/build`
+//! and the output's directory to the build user when the caller is root.
 //!
 //! Must not: choose the host ids (the caller leases them: `crate::ids`).
 
@@ -58,33 +58,6 @@ pub(super) fn write_id_maps(
     }
     write("uid_map", uid_map.as_bytes(), false)?;
     write("gid_map", gid_map.as_bytes(), false)
-}
-
-/// Gives every entry of the output tree at `root` to `owner` (the caller: root), so
-/// that no file of the store belongs to a build user. Depth-bounded like every walk of
-/// an output ([`rocmx_store::tree::MAX_DEPTH`]).
-pub(super) fn hand_back(
-    root: &Path,
-    owner: (u32, u32),
-) -> Result<(), rocmx_store::tree::TreeError> {
-    use nix::unistd::{Gid, Uid};
-    rocmx_store::tree::walk(root, rocmx_store::tree::MAX_DEPTH, &mut |e| {
-        if e.stat.st_uid == owner.0 && e.stat.st_gid == owner.1 {
-            return Ok(());
-        }
-        nix::unistd::fchownat(
-            e.dir,
-            e.name,
-            Some(Uid::from_raw(owner.0)),
-            Some(Gid::from_raw(owner.1)),
-            nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
-        )
-        .map_err(|err| rocmx_store::tree::TreeError::Io {
-            action: "handing back from the build user",
-            path: root.join(e.name),
-            source: err.into(),
-        })
-    })
 }
 
 /// Gives the directories the builder writes to (`/build`, the output's directory) to

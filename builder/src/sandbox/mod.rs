@@ -73,7 +73,7 @@
 //!   1000/100 for good (`setresgid`/`setresuid`, which also empties its capability
 //!   sets) before starting the builder. The parent hands `/build` and the output's
 //!   directory to the build user before the build and the outputs back to itself after
-//!   it (`hand_back`). Because the builder's host uid is not 0, the kernel refuses it
+//!   it (`rocmx_store::tree::chown_tree`). Because the builder's host uid is not 0, the kernel refuses it
 //!   whatever is root-only on the host (sysctls, `RLIMIT_NPROC` applies, …).
 //!
 //! The process that creates a user namespace holds every capability *in it*, so the
@@ -813,11 +813,14 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
                 )))?;
                 strip_setid(out_host)?;
                 if spec.host_ids.is_some() {
-                    identity::hand_back(out_host, own_ids).map_err(|source| {
-                        SandboxError::Output {
-                            path: out_host.clone(),
-                            source,
-                        }
+                    rocmx_store::tree::chown_tree(
+                        out_host,
+                        own_ids,
+                        "handing back from the build user",
+                    )
+                    .map_err(|source| SandboxError::Output {
+                        path: out_host.clone(),
+                        source,
                     })?;
                 }
             }

@@ -249,13 +249,9 @@ impl LocalStore {
                 }
             }
         }
-        if let Some(uid) = self.foreign_owner() {
+        if let Some(owner) = super::owner::foreign_owner(&self.root) {
             // Root adding to another user's store: the owner must be able to delete it.
-            let gid = fs::metadata(&self.root).map_or(uid, |m| {
-                use std::os::unix::fs::MetadataExt;
-                m.gid()
-            });
-            super::owner::give_tree(&real, (uid, gid))?;
+            crate::tree::chown_tree(&real, owner, "giving to the store's owner")?;
         }
         fsutil::fsync_dir(&self.store_dir)?;
         let registered = self.with_tx(|c, d| {

@@ -173,7 +173,7 @@ impl LocalStore {
     /// The owner of the store's root when this process runs as root and the store
     /// belongs to another user (the binary warns: see the module documentation).
     pub fn foreign_owner(&self) -> Option<u32> {
-        owner::foreign_owner(&self.root)
+        owner::foreign_owner(&self.root).map(|(uid, _)| uid)
     }
 
     /// The physical root.

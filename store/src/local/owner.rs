@@ -9,7 +9,7 @@
 //! binary warn about it.
 //!
 //! Store contents keep their normalised modes; when root adds to someone else's store
-//! they are given to the store's owner ([`give_tree`]), so that the owner's `gc` can
+//! they are given to the store's owner ([`crate::tree::chown_tree`]), so that the owner's `gc` can
 //! delete them.
 //!
 //! Must not: change modes of store contents, or fail an operation on shared state
@@ -25,11 +25,11 @@ pub(crate) fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
 
-/// The owner of `root` when this process runs as root and `root` belongs to another
-/// user: root is then operating on someone else's store.
-pub(crate) fn foreign_owner(root: &Path) -> Option<u32> {
+/// The owner (uid, gid) of `root` when this process runs as root and `root` belongs to
+/// another user: root is then operating on someone else's store.
+pub(crate) fn foreign_owner(root: &Path) -> Option<(u32, u32)> {
     let m = fs::metadata(root).ok()?;
-    (is_root() && m.uid() != 0).then_some(m.uid())
+    (is_root() && m.uid() != 0).then_some((m.uid(), m.gid()))
 }
 
 /// Gives `entry` (just opened or created in the directory `parent`) the owner of
@@ -86,28 +86,4 @@ pub(crate) fn create_dirs(top: &Path, dir: &Path) -> std::io::Result<()> {
         adopt(&cur, None, &parent);
     }
     Ok(())
-}
-
-/// Gives every entry of the store object at `real` (just placed, not yet registered)
-/// to `owner`, the owner and group of the store's root, when root adds to another
-/// user's store. Depth-bounded like every walk of a store object.
-pub(crate) fn give_tree(real: &Path, owner: (u32, u32)) -> Result<(), crate::tree::TreeError> {
-    use rustix::fs::{AtFlags, Gid, Uid};
-    crate::tree::walk(real, crate::tree::MAX_DEPTH, &mut |e| {
-        if e.stat.st_uid == owner.0 && e.stat.st_gid == owner.1 {
-            return Ok(());
-        }
-        rustix::fs::chownat(
-            e.dir,
-            e.name,
-            Some(Uid::from_raw(owner.0)),
-            Some(Gid::from_raw(owner.1)),
-            AtFlags::SYMLINK_NOFOLLOW,
-        )
-        .map_err(|err| crate::tree::TreeError::Io {
-            action: "giving to the store's owner",
-            path: real.join(e.name),
-            source: err.into(),
-        })
-    })
 }
