@@ -11,6 +11,7 @@
 
 pub mod builtins;
 pub mod eval;
+pub mod flake;
 pub mod store;
 pub mod syntax;
 pub mod value;

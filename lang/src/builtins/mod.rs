@@ -9,7 +9,6 @@ mod attrs;
 mod context;
 mod core;
 mod derivation;
-mod flakeref;
 mod fs;
 mod json;
 mod lists;
@@ -60,7 +59,7 @@ fn tables() -> [&'static [PrimOp]; 11] {
         json::BUILTINS,
         fs::BUILTINS,
         derivation::BUILTINS,
-        flakeref::BUILTINS,
+        crate::flake::refs::BUILTINS,
     ]
 }
 

@@ -1,21 +1,23 @@
-//! Primops: `parseFlakeRef` and `flakeRefToString`.
+//! The flake reference grammar, and the primops `parseFlakeRef` and
+//! `flakeRefToString` that expose it.
 //!
 //! Owns the flake reference grammar: flake ids (`nixpkgs/branch`), URLs
 //! (`github:o/r`, `git+https://…`, `https://….tar.gz`, `path:…`) and absolute
 //! paths, with the `dir` parameter split off, as Nix's `parseFlakeRef` and
-//! `FlakeRef::to_string` do. The URL syntax lives in `flakeref/url.rs`, the
-//! hashes in `flakeref/hash.rs`, the input schemes in `flakeref/scheme.rs`.
+//! `FlakeRef::to_string` do. The URL syntax lives in `refs/url.rs`, the
+//! hashes in `refs/hash.rs`, the input schemes in `refs/scheme.rs`.
 //! Nothing here fetches or resolves anything (no registry look-ups).
 
 mod hash;
 mod scheme;
 mod url;
 
-use self::scheme::{attrs_to_json, is_flake_id, matches_ref_regex, Attr, Attrs, Input};
+pub(crate) use self::scheme::{Attr, Attrs};
+use self::scheme::{attrs_to_json, is_flake_id, matches_ref_regex, Input};
 use self::url::{
     bad_url, decode_query, other, parse_url, percent_decode, FErr, FResult, ParsedUrl,
 };
-use super::{mk_attrs, op};
+use crate::builtins::{mk_attrs, op};
 use crate::eval::{EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
 use crate::value::{PrimOp, Value};
 
@@ -199,6 +201,14 @@ fn parse(s: &str) -> FResult<FlakeRef> {
         )));
     }
     Ok(flake_ref)
+}
+
+/// A flake reference string as input attributes (Nix's form: `type`, `path`,
+/// `url`, `owner`, …), the `dir` parameter and the fragment (`#…`, decoded).
+/// Relative paths are not accepted here; [`super::source`] resolves them first.
+pub(crate) fn parse_ref(s: &str) -> Result<(Attrs, String, String), String> {
+    let (r, fragment) = parse_with_fragment(s).map_err(|e| e.message().to_string())?;
+    Ok((r.input.attrs, r.subdir, fragment))
 }
 
 fn to_eval_error(e: FErr) -> Box<EvalError> {

@@ -1,0 +1,4 @@
+//! (in progress)
+pub struct ParamDecl;
+pub enum ParamType {}
+pub enum ParamValue {}
