@@ -176,6 +176,7 @@ fn scoped_import(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     if p.is_dir() {
         p.push("default.nix");
     }
+    ev.check_tracked(&p)?;
     let real = ev.store.realise_path(&p).unwrap_or_else(|| p.clone());
     let text = std::fs::read_to_string(&real).map_err(|e| {
         EvalError::new(

@@ -84,7 +84,13 @@ fn realise_arg(ev: &mut Evaluator, v: &Value) -> EResult<(PathBuf, Context)> {
 }
 
 /// Where the content of a logical path is readable right now.
+///
+/// A path a git flake does not track (see [`Evaluator::is_visible`]) maps to a
+/// path that does not exist, so every builtin sees it as missing.
 fn real(ev: &Evaluator, p: &Path) -> PathBuf {
+    if !ev.is_visible(p) {
+        return PathBuf::from("/proc/self/rocmx-untracked/missing");
+    }
     ev.store.realise_path(p).unwrap_or_else(|| p.to_path_buf())
 }
 
@@ -196,7 +202,9 @@ fn resolve_symlinks(ev: &Evaluator, p: &Path, mode: Resolve) -> EResult<PathBuf>
 
 /// Reads a whole file (following symlinks), with Nix's messages.
 fn read_bytes(ev: &Evaluator, p: &Path) -> EResult<Vec<u8>> {
+    ev.check_tracked(p)?;
     let resolved = resolve_symlinks(ev, p, Resolve::Full)?;
+    ev.check_tracked(&resolved)?;
     let r = real(ev, &resolved);
     match std::fs::metadata(&r) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(not_exist(p)),
@@ -306,6 +314,9 @@ fn read_dir(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
             ))
         })?;
         let name = ent.file_name().to_string_lossy().into_owned();
+        if !ev.is_visible(&resolved.join(&name)) {
+            continue;
+        }
         let t = match ent.file_type() {
             Ok(ft) => type_name(&ft),
             Err(_) => "unknown",
@@ -398,10 +409,29 @@ fn add_path(
     expected: Option<Hash>,
 ) -> EResult<Value> {
     let store = ev.store.clone();
+    ev.check_tracked(src)?;
+    let tracked = ev.tracked.clone();
+    let visible = move |p: &Path| {
+        tracked
+            .iter()
+            .all(|t| t.check(p) != crate::flake::fetch::Tracked::No)
+    };
     let sp = match (method, expected, filter) {
-        (IngestionMethod::Nar, None, None) => store.add_path(src, name, None)?,
+        (IngestionMethod::Nar, None, None) if ev.tracked.is_empty() => {
+            store.add_path(src, name, None)?
+        }
+        (IngestionMethod::Nar, None, None) => {
+            let mut cb = |p: &Path, _: &str| Ok(visible(p));
+            let cb: &mut PathFilter<'_> = &mut cb;
+            store.add_path(src, name, Some(cb))?
+        }
         (IngestionMethod::Nar, None, Some(f)) => {
-            let mut cb = |p: &Path, kind: &str| call_filter(ev, &f, p, kind);
+            let mut cb = |p: &Path, kind: &str| {
+                if !visible(p) {
+                    return Ok(false);
+                }
+                call_filter(ev, &f, p, kind)
+            };
             let cb: &mut PathFilter<'_> = &mut cb;
             store.add_path(src, name, Some(cb))?
         }

@@ -84,6 +84,12 @@ pub struct Evaluator {
     /// Messages from `trace`/`warn` and lint warnings, already formatted; the CLI
     /// prints them as they arrive.
     pub on_trace: Box<dyn FnMut(&str)>,
+    /// How flakes' inputs are fetched (`builtins.getFlake`, the CLI's flake
+    /// loading); `None` where nothing may be fetched.
+    pub fetcher: Option<Rc<dyn crate::flake::InputFetcher>>,
+    /// Git work trees of local flakes being evaluated: below their tops, only
+    /// tracked files can be read, listed, imported or copied.
+    pub tracked: Vec<Rc<crate::flake::TrackedTree>>,
 }
 
 impl Evaluator {
@@ -100,6 +106,8 @@ impl Evaluator {
             nest: 0,
             scope_pool: Vec::with_capacity(SCOPE_POOL),
             on_trace: Box::new(|m| eprintln!("{m}")),
+            fetcher: None,
+            tracked: Vec::new(),
         };
         let (names, values) = crate::builtins::globals(&mut ev);
         ev.global_names = names;
@@ -173,6 +181,34 @@ impl Evaluator {
         self.eval(&ir, &env)
     }
 
+    /// Whether `p` may be seen: not below a tracked git work tree, or tracked
+    /// in it.
+    pub fn is_visible(&self, p: &Path) -> bool {
+        self.tracked
+            .iter()
+            .all(|t| t.check(p) != crate::flake::fetch::Tracked::No)
+    }
+
+    /// An error for a path a git flake does not track.
+    pub fn check_tracked(&self, p: &Path) -> EResult<()> {
+        match self
+            .tracked
+            .iter()
+            .find(|t| t.check(p) == crate::flake::fetch::Tracked::No)
+        {
+            None => Ok(()),
+            Some(t) => Err(EvalError::new(
+                ErrorKind::Io,
+                format!(
+                    "'{}' is not tracked by git, so the flake in '{}' cannot see it; run 'git add {}'",
+                    p.display(),
+                    t.top().display(),
+                    p.strip_prefix(t.top()).unwrap_or(p).display()
+                ),
+            )),
+        }
+    }
+
     /// Evaluates a file (`import path`), cached per path.
     pub fn eval_file(&mut self, path: &Path) -> EResult<Value> {
         let mut path = path.to_path_buf();
@@ -182,6 +218,7 @@ impl Evaluator {
         if let Some(v) = self.import_cache.get(&path) {
             return Ok(v.clone());
         }
+        self.check_tracked(&path)?;
         let real = self
             .store
             .realise_path(&path)

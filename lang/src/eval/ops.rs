@@ -479,7 +479,20 @@ impl Evaluator {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "source".into());
-        let sp = self.store.add_path(p, &name, None)?;
+        self.check_tracked(p)?;
+        let sp = if self.tracked.is_empty() {
+            self.store.add_path(p, &name, None)?
+        } else {
+            // A git flake's untracked files are never read, hence never copied.
+            let tracked = self.tracked.clone();
+            let mut visible = |q: &std::path::Path, _: &str| {
+                Ok(tracked
+                    .iter()
+                    .all(|t| t.check(q) != crate::flake::fetch::Tracked::No))
+            };
+            let cb: &mut crate::store::PathFilter<'_> = &mut visible;
+            self.store.add_path(p, &name, Some(cb))?
+        };
         self.copied.insert(p.to_path_buf(), sp.clone());
         Ok(sp)
     }

@@ -24,7 +24,16 @@ use crate::value::{PrimOp, Value};
 pub(crate) static BUILTINS: &[PrimOp] = &[
     op("parseFlakeRef", 1, parse_flake_ref_op),
     op("flakeRefToString", 1, flake_ref_to_string_op),
+    op("getFlake", 1, get_flake_op),
 ];
+
+/// `builtins.getFlake REF` (a locked reference): the flake's value.
+fn get_flake_op(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    let s = ev.expect_string(&a[0]).frame(None, || {
+        "while evaluating the argument passed to builtins.getFlake".into()
+    })?;
+    super::load::get_flake(ev, s.as_str())
+}
 
 /// A flake reference: an input and the subdirectory holding `flake.nix`.
 struct FlakeRef {

@@ -297,6 +297,7 @@ pub fn is_rev(s: &str) -> bool {
 /// Whether a reference is written as a local path (`.`, `./x`, `../x`, `/x`,
 /// `~/x` is not expanded).
 fn is_path_like(s: &str) -> bool {
+    let s = &s[..s.find(['?', '#']).unwrap_or(s.len())];
     s == "." || s == ".." || s.starts_with("./") || s.starts_with("../") || s.starts_with('/')
 }
 
