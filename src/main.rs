@@ -13,6 +13,7 @@
 mod cmd;
 mod config;
 mod evalstore;
+mod gfx;
 
 /// The evaluator allocates many small, short-lived objects from a worker
 /// thread; glibc's per-thread arenas grow through `mprotect` one step at a time,
@@ -55,6 +56,8 @@ enum Command {
     Log(cmd::log::LogArgs),
     /// Work with derivations: `show` prints them as JSON.
     Derivation(cmd::derivation::DerivationArgs),
+    /// GPU targets: `list` the known ones, `detect` the machine's, `resolve` a `--gfx` value.
+    Gfx(cmd::gfx::GfxArgs),
 }
 
 /// Stack for the thread that does the work. Evaluation grows its own stack on
@@ -79,6 +82,7 @@ fn main() {
                 Command::Build(args) => cmd::build::run(args, &store),
                 Command::Log(args) => cmd::log::run(args, &store),
                 Command::Derivation(args) => cmd::derivation::run(args, &store),
+                Command::Gfx(args) => cmd::gfx::run(args),
             }
         });
     let code = match worker.map(|h| h.join()) {

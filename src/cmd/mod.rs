@@ -5,6 +5,7 @@ pub mod build;
 mod common;
 pub mod derivation;
 pub mod eval;
+pub mod gfx;
 pub mod hash;
 pub mod log;
 pub mod path_info;
