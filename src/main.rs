@@ -13,6 +13,8 @@
 mod cmd;
 mod config;
 mod evalstore;
+mod fetcher;
+mod flake;
 mod gfx;
 
 /// The evaluator allocates many small, short-lived objects from a worker
@@ -56,6 +58,8 @@ enum Command {
     Log(cmd::log::LogArgs),
     /// Work with derivations: `show` prints them as JSON.
     Derivation(cmd::derivation::DerivationArgs),
+    /// Work with flakes: lock, update, show, metadata.
+    Flake(cmd::flake::FlakeArgs),
     /// GPU targets: `list` the known ones, `detect` the machine's, `resolve` a `--gfx` value.
     Gfx(cmd::gfx::GfxArgs),
 }
@@ -82,6 +86,7 @@ fn main() {
                 Command::Build(args) => cmd::build::run(args, &store),
                 Command::Log(args) => cmd::log::run(args, &store),
                 Command::Derivation(args) => cmd::derivation::run(args, &store),
+                Command::Flake(args) => cmd::flake::run(args, &store),
                 Command::Gfx(args) => cmd::gfx::run(args),
             }
         });

@@ -44,6 +44,10 @@ use rocmx_store::{Derivation, LocalStore, StorePath};
 use super::path_info::{open_store, store_msg, Fail};
 use super::StoreOpt;
 use crate::evalstore::LocalEvalStore;
+use crate::flake::{parse_installable, FlakeOpts, Installable};
+use rocmx_lang::flake::installable;
+use rocmx_lang::flake::load::LockMode;
+use rocmx_lang::flake::ParamValue;
 
 #[derive(Args, Debug)]
 pub struct BuildArgs {
@@ -134,6 +138,8 @@ pub struct BuildArgs {
     /// Show the chain of "while evaluating" frames on evaluation errors.
     #[arg(long)]
     show_trace: bool,
+    #[command(flatten)]
+    flake: FlakeOpts,
 }
 
 /// One derivation to realise, as found in the value.
@@ -143,9 +149,27 @@ struct Target {
     output: Option<String>,
 }
 
-pub fn run(args: BuildArgs, store_opt: &StoreOpt) -> i32 {
+pub fn run(mut args: BuildArgs, store_opt: &StoreOpt) -> i32 {
     if args.file.is_none() && args.expr.is_none() && args.positional.is_empty() {
-        eprintln!("error: nothing to build; give a FILE, --file FILE or --expr EXPR");
+        // As `nix build` and `nix-build` do: the flake here, else default.nix.
+        let here = cwd();
+        if here.join("flake.nix").is_file() {
+            args.positional.push(".#default".into());
+        } else if here.join("default.nix").is_file() {
+            args.positional.push("./default.nix".into());
+        } else {
+            eprintln!(
+                "error: nothing to build: there is no flake.nix or default.nix in '{}'; give \
+                 FLAKEREF#ATTRPATH, a FILE, --file FILE or --expr EXPR",
+                here.display()
+            );
+            return 2;
+        }
+    }
+    if (args.flake.gfx.is_some() || !args.flake.set.is_empty())
+        && (args.file.is_some() || args.expr.is_some())
+    {
+        eprintln!("error: --gfx and --set set flake parameters; with --file or --expr use --arg/--argstr");
         return 2;
     }
     let store = match open_store(store_opt) {
@@ -159,7 +183,10 @@ pub fn run(args: BuildArgs, store_opt: &StoreOpt) -> i32 {
     let settings = settings(&args);
     let eval_store = Rc::new(LocalEvalStore::new(store.clone()));
     let mut ev = Evaluator::new(settings, eval_store.clone());
-    let targets = match find_targets(&mut ev, &args).and_then(|t| eval_store.flush().map(|()| t)) {
+    let mut params = None;
+    let targets = match find_targets(&mut ev, &args, &store, &mut params)
+        .and_then(|t| eval_store.flush().map(|()| t))
+    {
         Ok(t) => t,
         Err(e) => {
             eprint!("{}", ev.sources.render(&e, args.show_trace));
@@ -169,10 +196,11 @@ pub fn run(args: BuildArgs, store_opt: &StoreOpt) -> i32 {
     };
     // Evaluation is over; the realiser only reads the store.
     std::mem::forget(ev);
+    let params = params.map(|p| crate::flake::params_json(&p));
     let r = if args.dry_run {
-        dry_run(&store, &targets, &args).map(|()| 0)
+        dry_run(&store, &targets, &args, params.as_ref()).map(|()| 0)
     } else {
-        build(&store, &targets, &args)
+        build(&store, &targets, &args, params.as_ref())
     };
     match r {
         Ok(code) => code,
@@ -207,8 +235,15 @@ fn eval_err(msg: String) -> Box<EvalError> {
 }
 
 /// Evaluates what the arguments name and collects the derivations in it.
-fn find_targets(ev: &mut Evaluator, args: &BuildArgs) -> EResult<Vec<Target>> {
+/// `params` receives the parameters in force when a flake was evaluated.
+fn find_targets(
+    ev: &mut Evaluator,
+    args: &BuildArgs,
+    store: &Rc<LocalStore>,
+    params: &mut Option<BTreeMap<String, ParamValue>>,
+) -> EResult<Vec<Target>> {
     let base = cwd();
+    let mut flake_targets = Vec::new();
     // (root value, attribute paths to select from it)
     let mut roots: Vec<(Value, Vec<String>)> = Vec::new();
     let mut attrs: Vec<String> = Vec::new();
@@ -224,14 +259,53 @@ fn find_targets(ev: &mut Evaluator, args: &BuildArgs) -> EResult<Vec<Target>> {
             roots.push((ev.eval_string(e, &base)?, attrs));
         }
         (None, None) => {
+            let mut fetcher = None;
+            let mut loaded: BTreeMap<String, Value> = BTreeMap::new();
             for f in &args.positional {
-                let v = ev.eval_file(&absolute(Path::new(f), &base))?;
-                roots.push((v, args.attr.clone()));
+                match parse_installable(f, &base)? {
+                    Installable::File(p) => {
+                        let v = ev.eval_file(&p)?;
+                        roots.push((v, args.attr.clone()));
+                    }
+                    Installable::Flake {
+                        reference,
+                        fragment,
+                    } => {
+                        if !args.attr.is_empty() {
+                            return Err(eval_err(format!(
+                                "-A does not apply to the flake '{f}'; write {reference}#ATTRPATH"
+                            )));
+                        }
+                        let key = reference.to_string();
+                        let flake = match loaded.get(&key) {
+                            Some(v) => v.clone(),
+                            None => {
+                                if fetcher.is_none() {
+                                    fetcher = Some(crate::flake::fetcher(store)?);
+                                }
+                                let l = crate::flake::load_root(
+                                    ev,
+                                    fetcher.as_ref().expect("set above"),
+                                    &reference,
+                                    LockMode::Use,
+                                    &args.flake,
+                                )?;
+                                params.get_or_insert_with(BTreeMap::new).extend(l.params);
+                                loaded.insert(key.clone(), l.value.clone());
+                                l.value
+                            }
+                        };
+                        let system = ev.settings.system.clone();
+                        let (v, _) =
+                            installable::resolve(ev, &flake, &fragment, &system, &key)?;
+                        collect(ev, &v, &mut flake_targets, true)?;
+                    }
+                }
             }
         }
     }
     let auto = auto_args(ev, &args.arg, &args.argstr, &base)?;
-    let mut targets = Vec::new();
+    let mut targets = flake_targets;
     for (root, paths) in roots {
         if paths.is_empty() {
             let v = auto_call(ev, &root, &auto)?;
@@ -383,7 +457,12 @@ fn selected<'a>(t: &Target, r: &'a Realised) -> Result<Vec<(&'a String, &'a Stor
     }
 }
 
-fn build(store: &LocalStore, targets: &[Target], args: &BuildArgs) -> Result<i32, Fail> {
+fn build(
+    store: &LocalStore,
+    targets: &[Target],
+    args: &BuildArgs,
+    params: Option<&serde_json::Value>,
+) -> Result<i32, Fail> {
     let progress = Arc::new(Progress::stderr(args.log_format, args.print_build_logs));
     let mut realiser = Realiser::new(store, options(args)?).with_events(progress.clone());
     let goals: Vec<StorePath> = targets.iter().map(|t| t.drv.clone()).collect();
@@ -478,9 +557,10 @@ fn build(store: &LocalStore, targets: &[Target], args: &BuildArgs) -> Result<i32
         let built: Vec<String> = realiser.built().iter().map(|p| p.to_absolute()).collect();
         let _ = writeln!(
             out,
-            "{{\"outputs\":{},\"built\":{},\"substituted\":[]}}",
+            "{{\"outputs\":{},\"built\":{},\"substituted\":[]{}}}",
             serde_json::Value::from(outputs),
-            serde_json::Value::from(built)
+            serde_json::Value::from(built),
+            params_field(params)
         );
     }
     if args.print_out_paths {
@@ -603,7 +683,19 @@ fn plan(store: &LocalStore, targets: &[Target], rebuild: bool) -> Result<Plan, F
     })
 }
 
-fn dry_run(store: &LocalStore, targets: &[Target], args: &BuildArgs) -> Result<(), Fail> {
+/// `,"parameters":{…}` when a flake was evaluated, else nothing.
+fn params_field(params: Option<&serde_json::Value>) -> String {
+    params
+        .map(|p| format!(",\"parameters\":{p}"))
+        .unwrap_or_default()
+}
+
+fn dry_run(
+    store: &LocalStore,
+    targets: &[Target],
+    args: &BuildArgs,
+    params: Option<&serde_json::Value>,
+) -> Result<(), Fail> {
     let p = plan(store, targets, args.rebuild)?;
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -612,9 +704,10 @@ fn dry_run(store: &LocalStore, targets: &[Target], args: &BuildArgs) -> Result<(
         };
         let _ = writeln!(
             out,
-            "{{\"build\":{},\"fetch\":[],\"valid\":{}}}",
+            "{{\"build\":{},\"fetch\":[],\"valid\":{}{}}}",
             abs(&p.build),
-            abs(&p.valid)
+            abs(&p.valid),
+            params_field(params)
         );
         return Ok(());
     }

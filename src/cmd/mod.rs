@@ -2,9 +2,10 @@
 //! library results for the terminal.
 
 pub mod build;
-mod common;
+pub(crate) mod common;
 pub mod derivation;
 pub mod eval;
+pub mod flake;
 pub mod gfx;
 pub mod hash;
 pub mod log;
