@@ -243,7 +243,7 @@ fn resolve_lists_and_errors() {
     let o = run("gfx91a");
     assert_eq!(o.status.code(), Some(1));
     assert!(
-        stderr(&o).starts_with("error: unknown gfx target 'gfx91a'; did you mean gfx90a"),
+        stderr(&o).starts_with("error: unknown gfx target 'gfx91a' (did you mean gfx90a, "),
         "{}",
         stderr(&o)
     );

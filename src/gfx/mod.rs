@@ -31,7 +31,7 @@ pub enum GfxError {
     #[error("unknown gfx target '{name}'{hint}; known targets: {known}")]
     UnknownTarget {
         name: String,
-        /// `"; did you mean gfx90a?"` or empty.
+        /// `" (did you mean gfx90a?)"` or empty.
         hint: String,
         known: String,
     },

@@ -180,7 +180,12 @@ impl GfxTable {
             let hint = if close.is_empty() {
                 String::new()
             } else {
-                format!("; did you mean {}?", close.join(" or "))
+                let (last, rest) = close.split_last().unwrap_or((&"", &[]));
+                if rest.is_empty() {
+                    format!(" (did you mean {last}?)")
+                } else {
+                    format!(" (did you mean {} or {last}?)", rest.join(", "))
+                }
             };
             return Err(GfxError::UnknownTarget {
                 name: name.to_string(),
@@ -428,7 +433,7 @@ mod tests {
         let m = e.to_string();
         assert!(matches!(e, GfxError::UnknownTarget { .. }));
         assert!(
-            m.starts_with("unknown gfx target 'gfx91a'; did you mean gfx90a"),
+            m.starts_with("unknown gfx target 'gfx91a' (did you mean gfx90a, "),
             "{m}"
         );
         assert!(m.contains("known targets: gfx803, gfx900"), "{m}");
