@@ -183,6 +183,11 @@ pub fn run(mut args: BuildArgs, store_opt: &StoreOpt) -> i32 {
     let settings = settings(&args);
     let eval_store = Rc::new(LocalEvalStore::new(store.clone()));
     let mut ev = Evaluator::new(settings, eval_store.clone());
+    // For `builtins.getFlake`; a flake installable sets its own.
+    if let Ok(f) = crate::flake::fetcher(&store) {
+        let f: Rc<dyn rocmx_lang::flake::InputFetcher> = f;
+        ev.fetcher = Some(f);
+    }
     let mut params = None;
     let targets = match find_targets(&mut ev, &args, &store, &mut params)
         .and_then(|t| eval_store.flush().map(|()| t))
