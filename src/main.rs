@@ -14,6 +14,7 @@ mod cmd;
 mod config;
 mod evalstore;
 mod fetcher;
+mod fetcher;
 mod flake;
 mod gfx;
 

@@ -144,6 +144,13 @@ pub struct FetchOutcome {
     pub bytes: u64,
     /// The attempts that failed before this one, in order.
     pub failed: Vec<FailedAttempt>,
+    /// When unpacking: the `comment` of the archive's first pax global header
+    /// (`git archive` of a commit, and so GitHub's archives, write the commit
+    /// id there).
+    pub archive_comment: Option<String>,
+    /// When unpacking: the newest modification time of the archive's entries
+    /// (seconds since the epoch; a git archive's entries carry the commit time).
+    pub archive_mtime: Option<u64>,
 }
 
 /// One URL that could not be fetched, and why.
@@ -317,13 +324,13 @@ pub fn fetch(
         let result =
             download(&attempt, &mut transport, &tmp.path, req.executable, log).and_then(|bytes| {
                 if req.unpack {
-                    unpack_into(&tmp.path, &stage.path).map(|()| bytes)
+                    unpack_into(&tmp.path, &stage.path).map(|info| (bytes, info))
                 } else {
-                    Ok(bytes)
+                    Ok((bytes, unpack::ArchiveInfo::default()))
                 }
             });
         match result {
-            Ok(bytes) => {
+            Ok((bytes, info)) => {
                 let ready = if req.unpack {
                     tmp.clear()?;
                     pick_root(&stage.path)?
@@ -338,6 +345,8 @@ pub fn fetch(
                     url: url.clone(),
                     bytes,
                     failed,
+                    archive_comment: info.comment,
+                    archive_mtime: info.newest_mtime,
                 });
             }
             Err(Step::Fatal(e)) => return Err(e),
@@ -413,7 +422,7 @@ fn download(
 }
 
 /// Extracts the archive at `archive` into a new directory `stage`.
-fn unpack_into(archive: &Path, stage: &Path) -> Result<(), Step> {
+fn unpack_into(archive: &Path, stage: &Path) -> Result<unpack::ArchiveInfo, Step> {
     fs::create_dir(stage).map_err(|source| {
         Step::Fatal(FetchError::Io {
             what: "creating",

@@ -8,6 +8,11 @@
 //! not to be a link; hard links may only point at regular files already
 //! extracted.
 //!
+//! It also reports what the archive says about itself ([`ArchiveInfo`]): the
+//! `comment` of its first pax global header (`git archive` of a commit writes
+//! the commit id there, which is how a GitHub archive is locked to its commit
+//! without the GitHub API) and the newest entry modification time.
+//!
 //! It must not write anywhere but inside the staging directory it is given,
 //! must not keep ownership, timestamps or special mode bits from the archive
 //! (the realiser normalises outputs afterwards) and must not touch the network.
@@ -59,10 +64,20 @@ pub(super) fn detect(head: &[u8]) -> Result<Compression, String> {
     }
 }
 
+/// What an archive says about itself, gathered while it is unpacked.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct ArchiveInfo {
+    /// The `comment` record of the first pax global header, when there is one
+    /// (`git archive` writes the commit id there).
+    pub comment: Option<String>,
+    /// The newest modification time of the entries (seconds since the epoch).
+    pub newest_mtime: Option<u64>,
+}
+
 /// Unpacks the archive file `archive` into the directory `stage`, which must
 /// exist and be empty. Returns a description of what is wrong on failure;
 /// the caller removes `stage`.
-pub(super) fn unpack_file(archive: &Path, stage: &Path) -> Result<(), String> {
+pub(super) fn unpack_file(archive: &Path, stage: &Path) -> Result<ArchiveInfo, String> {
     let file = File::open(archive).map_err(|e| format!("opening the download: {e}"))?;
     let mut reader = BufReader::with_capacity(1 << 16, file);
     let head = reader
@@ -83,12 +98,14 @@ pub(super) fn unpack_file(archive: &Path, stage: &Path) -> Result<(), String> {
 }
 
 /// Extracts a tar stream into `stage` (see the module comment for the rules).
-pub(super) fn unpack_tar(stream: impl Read, stage: &Path) -> Result<(), String> {
+pub(super) fn unpack_tar(stream: impl Read, stage: &Path) -> Result<ArchiveInfo, String> {
     let mut archive = tar::Archive::new(stream);
     let entries = archive
         .entries()
         .map_err(|e| format!("reading the tar stream: {e}"))?;
     let mut count = 0usize;
+    let mut info = ArchiveInfo::default();
+    let mut seen_global = false;
     for (index, entry) in entries.enumerate() {
         let mut entry = entry.map_err(|e| format!("reading tar entry #{}: {e}", index + 1))?;
         let raw_path = entry
@@ -97,9 +114,20 @@ pub(super) fn unpack_tar(stream: impl Read, stage: &Path) -> Result<(), String> 
             .into_owned();
         let shown = raw_path.display().to_string();
         let kind = entry.header().entry_type();
-        // Global PAX headers and GNU volume labels ('V') carry no file.
-        if kind == EntryType::XGlobalHeader || kind.as_byte() == b'V' {
+        // Global PAX headers and GNU volume labels ('V') carry no file; the
+        // first global header's comment is kept.
+        if kind == EntryType::XGlobalHeader {
+            if !seen_global {
+                seen_global = true;
+                info.comment = global_comment(&mut entry);
+            }
             continue;
+        }
+        if kind.as_byte() == b'V' {
+            continue;
+        }
+        if let Ok(mtime) = entry.header().mtime() {
+            info.newest_mtime = Some(info.newest_mtime.map_or(mtime, |m| m.max(mtime)));
         }
         let Some(rel) = safe_relative(&raw_path).map_err(|why| refuse(&shown, &why))? else {
             // `.` or `./`: the root itself.
@@ -198,7 +226,20 @@ pub(super) fn unpack_tar(stream: impl Read, stage: &Path) -> Result<(), String> 
     if count == 0 {
         return Err("the archive is empty".to_string());
     }
-    Ok(())
+    Ok(info)
+}
+
+/// The `comment` record of a pax global header, when it is valid UTF-8
+/// (surrounding white space removed; an unreadable header gives `None`).
+fn global_comment<R: Read>(entry: &mut tar::Entry<'_, R>) -> Option<String> {
+    let exts = entry.pax_extensions().ok()??;
+    for ext in exts {
+        let ext = ext.ok()?;
+        if ext.key() == Ok("comment") {
+            return ext.value().ok().map(|v| v.trim().to_string());
+        }
+    }
+    None
 }
 
 fn refuse(path: &str, why: &str) -> String {
@@ -418,6 +459,32 @@ mod tests {
         unpack_tar(&finish(t)[..], dir.path()).unwrap();
         assert_eq!(fs::read(dir.path().join("f")).unwrap(), b"mine");
         assert!(!outside.path().join("victim").exists());
+    }
+
+    #[test]
+    fn reports_the_global_comment_and_newest_mtime() {
+        let mut b = tar::Builder::new(Vec::new());
+        let rev = "0123456789abcdef0123456789abcdef01234567";
+        let record = format!("comment={rev}\n");
+        let record = format!("{} {record}", record.len() + 3);
+        let mut h = tar::Header::new_ustar();
+        h.set_entry_type(EntryType::XGlobalHeader);
+        h.set_size(record.len() as u64);
+        b.append_data(&mut h, "pax_global_header", record.as_bytes())
+            .unwrap();
+        for (name, mtime) in [("top/a", 1_000u64), ("top/b", 2_000)] {
+            let mut h = tar::Header::new_ustar();
+            h.set_entry_type(EntryType::Regular);
+            h.set_size(1);
+            h.set_mode(0o644);
+            h.set_mtime(mtime);
+            b.append_data(&mut h, name, &b"x"[..]).unwrap();
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let info = unpack_tar(&b.into_inner().unwrap()[..], dir.path()).unwrap();
+        assert_eq!(info.comment.as_deref(), Some(rev));
+        assert_eq!(info.newest_mtime, Some(2_000));
+        assert!(!dir.path().join("pax_global_header").exists());
     }
 
     #[test]
