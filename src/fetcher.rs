@@ -15,9 +15,6 @@
 //!
 //! Every error is one line naming the source and the cause.
 
-// Until `rocmx flake` (another module) constructs the fetcher.
-#![allow(dead_code)]
-
 pub(crate) mod git;
 mod tarball;
 
@@ -62,12 +59,14 @@ impl Fetcher {
 
     /// The same fetcher downloading GitHub archives from `base` (`https://HOST`,
     /// no trailing `/`) instead.
+    #[cfg(test)]
     pub fn with_github_base(mut self, base: &str) -> Fetcher {
         self.github_base = tarball::github_base(Some(base.to_string()));
         self
     }
 
     /// The store trees are added to.
+    #[cfg(test)]
     pub fn store(&self) -> &Rc<LocalStore> {
         &self.store
     }

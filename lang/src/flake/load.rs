@@ -470,10 +470,14 @@ impl Locker<'_, '_> {
         if strict {
             if let Some(o) = old_node.and_then(|o| self.old.map(|l| &l.nodes[o])) {
                 if let Some(stale) = o.inputs.keys().find(|k| !decl.inputs.contains_key(*k)) {
-                    return Err(mismatch(&format!(
-                        "input '{}' is locked but no longer declared",
-                        join(path, stale)
-                    )));
+                    return Err(mismatch(
+                        &format!(
+                            "input '{}' is locked but no longer declared (in '{}')",
+                            join(path, stale),
+                            decl.dir.join("flake.nix").display()
+                        ),
+                        None,
+                    ));
                 }
             }
         }
@@ -504,7 +508,7 @@ impl Locker<'_, '_> {
             let (fetched, locked, name_in_lock) = match reuse {
                 Some(c) => {
                     let Some(lk) = self.old.and_then(|l| l.nodes[&c].locked.clone()) else {
-                        return Err(mismatch(&format!("input '{ipath}' has no locked entry")));
+                        return Err(mismatch(&format!("input '{ipath}' has no locked entry"), None));
                     };
                     let want = Hash::parse_sri(&lk.nar_hash).map_err(|e| {
                         err(format!("flake.lock: input '{ipath}': narHash '{}': {e}", lk.nar_hash))
@@ -514,7 +518,11 @@ impl Locker<'_, '_> {
                         .fetcher
                         .fetch(&lk.source, base, Some(&want))
                         .map_err(|e| {
-                            err(format!("input '{ipath}': {e}; if the change is wanted, run 'rocmx flake update {ipath}'"))
+                            let m = e.0.replace(
+                                "run 'rocmx flake update'",
+                                &format!("run 'rocmx flake update {ipath}'"),
+                            );
+                            err_at(format!("input '{ipath}': {m}"), Some(input.pos))
                         })?;
                     (f, lk, c)
                 }
@@ -525,7 +533,7 @@ impl Locker<'_, '_> {
                         } else {
                             "is declared in flake.nix but not locked"
                         };
-                        return Err(mismatch(&format!("input '{ipath}' {why}")));
+                        return Err(mismatch(&format!("input '{ipath}' {why}"), Some(input.pos)));
                     }
                     let expected = match &reference.nar_hash {
                         Some(h) => Some(Hash::parse_sri(h).map_err(|e| {
@@ -603,10 +611,13 @@ fn sub_dir(p: &Path, dir: &str) -> PathBuf {
     }
 }
 
-fn mismatch(what: &str) -> Box<EvalError> {
-    err(format!(
-        "flake.lock does not match flake.nix: {what}; run 'rocmx flake lock' to lock the inputs as declared"
-    ))
+fn mismatch(what: &str, pos: Option<Pos>) -> Box<EvalError> {
+    err_at(
+        format!(
+            "flake.lock does not match flake.nix: {what}; run 'rocmx flake lock' to lock the inputs as declared"
+        ),
+        pos,
+    )
 }
 
 /// Loads the flake `root` (a local directory or a fetched tree).
