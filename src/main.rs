@@ -14,7 +14,6 @@ mod cmd;
 mod config;
 mod evalstore;
 mod fetcher;
-mod fetcher;
 mod flake;
 mod gfx;
 
