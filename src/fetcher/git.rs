@@ -275,46 +275,60 @@ fn committer_time(header: &[u8]) -> Option<u64> {
 /// `dir` is in no work tree or `git` is not installed.
 pub(super) fn work_tree(dir: &Path) -> Result<Option<GitInfo>, FetchError> {
     let err = |e: GitFailure| FetchError(format!("local flake '{}': git: {e}", dir.display()));
-    let probe = Git::new(dir, false);
-    let top = match probe.run(&["rev-parse", "--show-toplevel"]) {
-        Ok(out) => PathBuf::from(OsStr::from_bytes(trim_newline(&out))),
-        Err(GitFailure::Spawn(e)) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(GitFailure::Failed { message: m, .. })
-            if m.contains("not a git repository") || m.contains("must be run in a work tree") =>
+    // The top is the nearest directory holding `.git` (a directory, or a file
+    // for linked work trees): found without running git, since this runs on
+    // every evaluation of a local flake (`rev-parse --show-toplevel` costs a
+    // process). `dir` is canonical, so its ancestors are too.
+    let Some(top) = dir.ancestors().find(|a| a.join(".git").exists()) else {
+        return Ok(None);
+    };
+    let top = top.to_path_buf();
+    let mut git = Git::new(&top, false);
+    let lister = Git::new(&top, false);
+    // The filter table (for `status`) and the index listing, concurrently:
+    // `ls-files` runs no filters.
+    let (disarmed, listed) = std::thread::scope(|s| {
+        let h = s.spawn(|| lister.run(&["ls-files", "-z", "--cached"]));
+        let d = git.disarm_filters();
+        (d, h.join())
+    });
+    let listed = match listed {
+        Ok(r) => r,
+        Err(_) => return Err(FetchError(format!("local flake '{}': git ls-files failed", dir.display()))),
+    };
+    match (&disarmed, &listed) {
+        (Err(GitFailure::Spawn(e)), _) | (_, Err(GitFailure::Spawn(e)))
+            if e.kind() == io::ErrorKind::NotFound =>
         {
             return Ok(None)
         }
-        Err(e) => return Err(err(e)),
-    };
-    let top = fs::canonicalize(&top).map_err(|e| {
-        FetchError(format!(
-            "local flake '{}': '{}': {e}",
-            dir.display(),
-            top.display()
-        ))
-    })?;
-    let mut git = Git::new(&top, false);
-    git.disarm_filters().map_err(err)?;
-    let listed = git.run(&["ls-files", "-z", "--cached"]).map_err(err)?;
+        _ => {}
+    }
+    disarmed.map_err(err)?;
+    let listed = listed.map_err(err)?;
     let files = listed
         .split(|&b| b == 0)
         .filter(|p| !p.is_empty())
         .map(|p| PathBuf::from(OsStr::from_bytes(p)));
     let tracked = TrackedTree::new(top.clone(), files);
-    let head = git
-        .run(&["rev-parse", "--verify", "-q", "HEAD^{commit}"])
-        .ok()
-        .map(text)
-        .filter(|r| is_rev(r));
+    // One `status` gives both HEAD (`# branch.oid`) and whether tracked files
+    // changed (any line that is not a `#` header).
     let status = git
         .run(&[
             "status",
-            "--porcelain",
+            "--porcelain=v2",
+            "--branch",
             "--untracked-files=no",
             "--ignore-submodules=dirty",
         ])
         .map_err(err)?;
-    let dirty = !trim_newline(&status).is_empty();
+    let status = String::from_utf8_lossy(&status);
+    let head = status
+        .lines()
+        .find_map(|l| l.strip_prefix("# branch.oid "))
+        .map(str::to_string)
+        .filter(|r| is_rev(r));
+    let dirty = status.lines().any(|l| !l.is_empty() && !l.starts_with('#'));
     let (rev, dirty_rev) = if dirty { (None, head) } else { (head, None) };
     Ok(Some(GitInfo {
         top,
@@ -324,17 +338,6 @@ pub(super) fn work_tree(dir: &Path) -> Result<Option<GitInfo>, FetchError> {
     }))
 }
 
-fn trim_newline(b: &[u8]) -> &[u8] {
-    let mut b = b;
-    while let Some((&last, rest)) = b.split_last() {
-        if last == b'\n' || last == b'\r' {
-            b = rest;
-        } else {
-            break;
-        }
-    }
-    b
-}
 
 mod tree;
 

@@ -3,8 +3,9 @@
 //!
 //! Owns, as evaluation concerns: the flake reference grammar ([`refs`]), the
 //! input sources rocmx can fetch ([`source`]), the lock file format
-//! ([`lock`]), typed parameters ([`params`]), reading a flake's top level and
-//! calling its `outputs` with its locked inputs ([`load`]), and resolving
+//! ([`lock`]), typed parameters ([`params`]), reading a flake's top level
+//! ([`decl`]), locking and calling its `outputs` with its locked inputs
+//! ([`load`]), and resolving
 //! `FLAKEREF#ATTRPATH` ([`installable`]).
 //!
 //! Must not: fetch anything itself, run `git`, or write files. All I/O goes
@@ -12,6 +13,7 @@
 //! implements with the store and the builder's transport; the lock file is
 //! returned as text for the caller to write.
 
+pub mod decl;
 pub mod fetch;
 pub mod installable;
 pub mod load;
