@@ -15,6 +15,7 @@
 //!
 //! Every error is one line naming the source and the cause.
 
+mod cache;
 pub(crate) mod git;
 mod tarball;
 
@@ -168,6 +169,31 @@ impl InputFetcher for Fetcher {
         base: &Path,
         expected: Option<&Hash>,
     ) -> Result<Fetched, FetchError> {
+        if let Some(h) = expected {
+            if let Some(f) = cache::lookup(&self.store, source, h) {
+                return Ok(f);
+            }
+        }
+        let f = self.fetch_uncached(source, base, expected)?;
+        cache::record(&self.store, source, &f);
+        Ok(f)
+    }
+
+    fn local_tree(&self, dir: &Path) -> Result<LocalTree, FetchError> {
+        let canon = std::fs::canonicalize(dir)
+            .map_err(|e| FetchError(format!("local flake '{}': {e}", dir.display())))?;
+        let git = git::work_tree(&canon)?;
+        Ok(LocalTree { dir: canon, git })
+    }
+}
+
+impl Fetcher {
+    fn fetch_uncached(
+        &self,
+        source: &Source,
+        base: &Path,
+        expected: Option<&Hash>,
+    ) -> Result<Fetched, FetchError> {
         match source {
             Source::Path { path } => self.fetch_path(source, path, base, expected),
             Source::Git { url, r#ref, rev } => {
@@ -187,12 +213,6 @@ impl InputFetcher for Fetcher {
         }
     }
 
-    fn local_tree(&self, dir: &Path) -> Result<LocalTree, FetchError> {
-        let canon = std::fs::canonicalize(dir)
-            .map_err(|e| FetchError(format!("local flake '{}': {e}", dir.display())))?;
-        let git = git::work_tree(&canon)?;
-        Ok(LocalTree { dir: canon, git })
-    }
 }
 
 /// The one-line error for `source`.

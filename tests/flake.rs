@@ -639,3 +639,62 @@ fn get_flake_needs_a_locked_reference() {
     let e = failed(&fx.run_in(".", &["build", "--dry-run", "--expr", &bad]));
     assert!(e.contains("narHash") || e.contains("changed"), "{e}");
 }
+
+// ---- input flakes, follows ----------------------------------------------------------
+
+#[test]
+fn input_flakes_are_locked_transitively_and_follow() {
+    let fx = Fx::new();
+    fx.bb("f/bb");
+    // lib is a flake with its own input `data`, and a parameter left at its default.
+    fx.write("lib/data/v", "lib's data\n");
+    fx.write("mine/v", "my data\n");
+    fx.write(
+        "lib/flake.nix",
+        r#"{
+  inputs.data = { url = "path:./data"; flake = false; };
+  config.flavour = { type = "string"; default = "lib-default"; };
+  outputs = { self, config, data }: {
+    v = builtins.readFile "${data}/v";
+    flavour = config.flavour;
+    me = self.outPath;
+  };
+}
+"#,
+    );
+    let lib_path = fx.path("lib").display().to_string();
+    let inputs = format!(
+        r#"{BB_INPUT}
+      lib.url = "path:{lib_path}";
+      viaLib = {{ url = "path:{lib_path}"; inputs.data.follows = "mine"; }};
+      mine = {{ url = "path:./mine-link"; flake = false; }};"#
+    );
+    std::os::unix::fs::symlink(fx.path("mine"), fx.path("f/mine-link")).unwrap();
+    fx.write(
+        "f/flake.nix",
+        &flake_with(
+            &inputs,
+            "",
+            r#"{ packages.${builtins.currentSystem}.default = mk "x-${builtins.replaceStrings ["\n" " " "'"] ["" "-" ""] inputs.lib.v}-${builtins.replaceStrings ["\n" " " "'"] ["" "-" ""] inputs.viaLib.v}-${inputs.lib.flavour}"; }"#,
+        ),
+    );
+    let o = fx.run_in("f", &["build", "--dry-run", "--json"]);
+    assert_eq!(names(&planned(&o)), vec!["x-libs-data-my-data-lib-default.drv"]);
+    let lock: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(fx.path("f/flake.lock")).unwrap()).unwrap();
+    let nodes = &lock["nodes"];
+    assert_eq!(nodes["lib"]["inputs"]["data"], "data", "{lock:#}");
+    assert_eq!(nodes["data"]["original"]["path"], "./data");
+    assert_eq!(nodes["viaLib"]["inputs"]["data"], serde_json::json!(["mine"]));
+    // Re-locking keeps the same bytes with nested nodes and follows too.
+    let before = fs::read(fx.path("f/flake.lock")).unwrap();
+    ok(&fx.run_in("f", &["flake", "lock"]));
+    assert_eq!(fs::read(fx.path("f/flake.lock")).unwrap(), before);
+    let m = ok(&fx.run_in("f", &["flake", "metadata"]));
+    assert!(m.contains("data follows input 'mine'"), "{m}");
+    // A follows path that leads nowhere is an error.
+    let text = fs::read_to_string(fx.path("f/flake.nix")).unwrap();
+    fx.write("f/flake.nix", &text.replace("follows = \"mine\"", "follows = \"nothere\""));
+    let e = failed(&fx.run_in("f", &["flake", "lock"]));
+    assert!(e.contains("names no input 'nothere'"), "{e}");
+}
