@@ -9,65 +9,14 @@
 //! user namespaces.
 
 mod common;
+#[path = "common/flake.rs"]
+mod flakefx;
 use common::{err, out};
+use flakefx::{git, have_git, Fx, BIN};
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-const BIN: &str = env!("CARGO_BIN_EXE_rocmx");
-
-struct Fx {
-    dir: tempfile::TempDir,
-}
-
-impl Fx {
-    fn new() -> Fx {
-        let dir = tempfile::tempdir().expect("tempdir");
-        fs::create_dir_all(dir.path().join("store")).unwrap();
-        Fx { dir }
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.dir.path().join(rel)
-    }
-
-    fn write(&self, rel: &str, text: &str) {
-        let p = self.path(rel);
-        fs::create_dir_all(p.parent().unwrap()).unwrap();
-        fs::write(p, text).unwrap();
-    }
-
-    /// A stand-in builder tree (never run by dry runs).
-    fn bb(&self, rel: &str) {
-        self.write(&format!("{rel}/bin/sh"), "not a shell\n");
-    }
-
-    fn run_in(&self, cwd: &str, args: &[&str]) -> Output {
-        Command::new(BIN)
-            .arg("--store")
-            .arg(self.path("store"))
-            .args(args)
-            .current_dir(self.path(cwd))
-            .env("ROCMX_CONFIG", "/dev/null")
-            .env_remove("HSA_OVERRIDE_GFX_VERSION")
-            .output()
-            .expect("run rocmx")
-    }
-
-    /// Names of the objects in the store (to check that nothing was added).
-    fn store_listing(&self) -> Vec<String> {
-        let mut v: Vec<String> = fs::read_dir(self.path("store/store"))
-            .map(|rd| {
-                rd.filter_map(|e| e.ok())
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .collect()
-            })
-            .unwrap_or_default();
-        v.sort();
-        v
-    }
-}
 
 fn ok(o: &Output) -> String {
     assert!(o.status.success(), "rocmx failed:\n{}\n{}", out(o), err(o));
@@ -279,23 +228,6 @@ fn bare_build_really_builds() {
 }
 
 // ---- the lock file ----------------------------------------------------------------
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let o = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@e", "-c", "init.defaultBranch=main"])
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("HOME", dir)
-        .output()
-        .expect("git");
-    assert!(o.status.success(), "git {args:?}: {}", err(&o));
-    out(&o).trim().to_string()
-}
-
-fn have_git() -> bool {
-    Command::new("git").arg("--version").output().is_ok_and(|o| o.status.success())
-}
 
 fn git_repo(fx: &Fx, rel: &str, file: &str, text: &str) -> String {
     let d = fx.path(rel);

@@ -5,60 +5,14 @@
 //! files git tracks: an untracked 500 MB file is neither read nor copied.
 
 mod common;
+#[path = "common/flake.rs"]
+mod flakefx;
 use common::{err, out};
+use flakefx::{git, have_git, Fx};
 
 use std::fs;
-use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::{Duration, SystemTime};
-
-const BIN: &str = env!("CARGO_BIN_EXE_rocmx");
-
-struct Fx {
-    dir: tempfile::TempDir,
-}
-
-impl Fx {
-    fn new() -> Fx {
-        let dir = tempfile::tempdir().expect("tempdir");
-        fs::create_dir_all(dir.path().join("store")).unwrap();
-        Fx { dir }
-    }
-    fn path(&self, rel: &str) -> PathBuf {
-        self.dir.path().join(rel)
-    }
-    fn write(&self, rel: &str, text: &str) {
-        let p = self.path(rel);
-        fs::create_dir_all(p.parent().unwrap()).unwrap();
-        fs::write(p, text).unwrap();
-    }
-    fn run(&self, args: &[&str]) -> Output {
-        Command::new(BIN)
-            .arg("--store")
-            .arg(self.path("store"))
-            .args(args)
-            .current_dir(self.path("f"))
-            .env("ROCMX_CONFIG", "/dev/null")
-            .output()
-            .expect("run rocmx")
-    }
-    /// Everything below the store root (objects and metadata files), to show
-    /// that a failed command added nothing.
-    fn store_objects(&self) -> Vec<String> {
-        let mut v: Vec<String> = fs::read_dir(self.path("store/store"))
-            .map(|rd| {
-                rd.filter_map(|e| e.ok())
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .collect()
-            })
-            .unwrap_or_default();
-        v.sort();
-        v
-    }
-    fn lock(&self) -> Option<Vec<u8>> {
-        fs::read(self.path("f/flake.lock")).ok()
-    }
-}
 
 /// The error output: a failure with exactly one `error:` line.
 fn one_error(o: &Output) -> String {
@@ -95,14 +49,14 @@ fn good(fx: &Fx) {
 /// Runs `args` after `change`, expects one error containing `want`, and checks
 /// that the store and the lock file did not change.
 fn refused(fx: &Fx, args: &[&str], want: &[&str]) -> String {
-    let store = fx.store_objects();
+    let store = fx.store_listing();
     let lock = fx.lock();
     let e = one_error(&fx.run(args));
     eprintln!("{args:?} →\n{e}");
     for w in want {
         assert!(e.contains(w), "expected '{w}' in:\n{e}");
     }
-    assert_eq!(fx.store_objects(), store, "the store changed");
+    assert_eq!(fx.store_listing(), store, "the store changed");
     assert_eq!(fx.lock(), lock, "flake.lock changed");
     e
 }
@@ -209,18 +163,6 @@ fn bad_references() {
 
 // ---- git flakes ---------------------------------------------------------------------
 
-fn git(dir: &std::path::Path, args: &[&str]) {
-    let o = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@e", "-c", "init.defaultBranch=main"])
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("HOME", dir)
-        .output()
-        .expect("git");
-    assert!(o.status.success(), "git {args:?}: {}", err(&o));
-}
-
 fn atime(p: &std::path::Path) -> SystemTime {
     fs::metadata(p).unwrap().accessed().unwrap()
 }
@@ -235,7 +177,7 @@ fn age(p: &std::path::Path) {
 
 #[test]
 fn untracked_files_are_neither_read_nor_copied() {
-    if Command::new("git").arg("--version").output().is_err() {
+    if !have_git() {
         eprintln!("skipped: no git");
         return;
     }
@@ -317,7 +259,7 @@ fn untracked_files_are_neither_read_nor_copied() {
 
 #[test]
 fn untracked_flake_nix_is_refused() {
-    if Command::new("git").arg("--version").output().is_err() {
+    if !have_git() {
         return;
     }
     let fx = Fx::new();

@@ -73,28 +73,11 @@ pub(crate) fn auto_call(ev: &mut Evaluator, v: &Value, auto: &Rc<Attrs>) -> ERes
     Ok(f)
 }
 
-/// Splits an `-A` path at dots outside double quotes.
+/// Splits an `-A` path at dots outside double quotes (the language's rule for
+/// attribute paths, shared with flake installables).
 pub(crate) fn split_attr_path(p: &str) -> EResult<Vec<String>> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut quoted = false;
-    for c in p.chars() {
-        match c {
-            '"' => quoted = !quoted,
-            '.' if !quoted => out.push(std::mem::take(&mut cur)),
-            c => cur.push(c),
-        }
-    }
-    if quoted {
-        return Err(EvalError::new(
-            ErrorKind::Eval,
-            format!("missing closing quote in attribute path '{p}'"),
-        ));
-    }
-    if !p.is_empty() {
-        out.push(cur);
-    }
-    Ok(out)
+    rocmx_lang::flake::installable::split_attr_path(p)
+        .map_err(|e| EvalError::new(ErrorKind::Eval, e))
 }
 
 /// One step of an `-A` path: an attribute of a set or an index into a list.

@@ -295,7 +295,7 @@ fn show(ev: &mut Evaluator, l: &LoadedFlake, flake: &str, as_json: bool) -> ERes
         return Ok(format!("{j}\n"));
     }
     let mut out = String::new();
-    out.push_str(&format!("{}", flake_url(l, flake)));
+    out.push_str(&flake_url(l, flake));
     if let Some(d) = &l.decl.description {
         out.push_str(&format!(": {d}"));
     }

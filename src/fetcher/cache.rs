@@ -51,7 +51,7 @@ pub(super) fn lookup(store: &LocalStore, source: &Source, nar_hash: &Hash) -> Op
         store_path: sp.to_absolute(),
         physical: store.real_path(&sp),
         locked: Source::from_attrs(&attrs).ok()?,
-        nar_hash: nar_hash.clone(),
+        nar_hash: *nar_hash,
         last_modified: j["lastModified"].as_u64(),
     })
 }

@@ -8,6 +8,7 @@
 use std::fmt;
 use std::sync::OnceLock;
 
+use rocmx_lang::eval::error::edit_distance;
 use serde::{Deserialize, Serialize};
 
 use super::GfxError;
@@ -294,22 +295,6 @@ fn valid_suffixes(info: &TargetInfo) -> String {
     } else {
         format!("{} accepts {}", info.name, ok.join(", "))
     }
-}
-
-/// Levenshtein distance over bytes (target names are ASCII).
-fn edit_distance(a: &str, b: &str) -> usize {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    let mut cur = vec![0; b.len() + 1];
-    for i in 1..=a.len() {
-        cur[0] = i;
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            cur[j] = (prev[j] + 1).min(cur[j - 1] + 1).min(prev[j - 1] + cost);
-        }
-        std::mem::swap(&mut prev, &mut cur);
-    }
-    prev[b.len()]
 }
 
 #[cfg(test)]

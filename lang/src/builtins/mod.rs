@@ -10,7 +10,7 @@ mod context;
 mod core;
 mod derivation;
 mod fs;
-mod json;
+pub(crate) mod json;
 mod lists;
 mod math;
 mod strings;

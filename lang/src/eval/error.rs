@@ -236,11 +236,17 @@ pub fn did_you_mean<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -
 }
 
 fn levenshtein(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
-    if a.len().abs_diff(b.len()) > 3 {
+    if a.chars().count().abs_diff(b.chars().count()) > 3 {
         return usize::MAX;
     }
+    edit_distance(a, b)
+}
+
+/// The Levenshtein distance of two strings, by characters (the one edit
+/// distance of the workspace's "did you mean" hints).
+pub fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
     let mut prev: Vec<usize> = (0..=b.len()).collect();
     let mut cur = vec![0; b.len() + 1];
     for i in 1..=a.len() {

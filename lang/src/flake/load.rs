@@ -123,6 +123,10 @@ impl Locker<'_, '_> {
         }
     }
 
+    // The arguments are the position in two graphs at once (the new lock's
+    // node and the old lock's), where the flake lives and which overrides
+    // apply; bundling them would only rename them.
+    #[allow(clippy::too_many_arguments)]
     /// Locks the inputs of `decl`, recorded under node `node`. `old_node` is the
     /// same node in the old lock; `base` is the physical directory of the flake.
     fn lock_node(

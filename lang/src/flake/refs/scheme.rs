@@ -45,21 +45,7 @@ pub(crate) fn attrs_to_json(attrs: &Attrs) -> String {
 }
 
 fn json_string(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
+    crate::builtins::json::json_escape_into(out, s)
 }
 
 fn maybe_str<'a>(attrs: &'a Attrs, name: &str) -> FResult<Option<&'a str>> {
