@@ -78,7 +78,7 @@ fn main() {
         .spawn(move || {
             let store = cmd::StoreOpt { root: cli.store };
             match cli.command {
-                Command::Eval(args) => cmd::eval::run(args),
+                Command::Eval(args) => cmd::eval::run(args, &store),
                 Command::Store(args) => cmd::store::run(args, &store),
                 Command::PathInfo(args) => cmd::path_info::run(args, &store),
                 Command::Hash(args) => cmd::hash::run(args, &store),

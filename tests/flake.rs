@@ -630,3 +630,18 @@ fn input_flakes_are_locked_transitively_and_follow() {
     let e = failed(&fx.run_in("f", &["flake", "lock"]));
     assert!(e.contains("names no input 'nothere'"), "{e}");
 }
+
+#[test]
+fn eval_takes_installables() {
+    let fx = Fx::new();
+    params_flake(&fx);
+    let o = fx.run_in("f", &["eval", "--json", ".#default.name", "--gfx", "gfx942"]);
+    assert_eq!(ok(&o).trim(), "\"plain-release-2-gfx942\"");
+    let o = fx.run_in("f", &["eval", "--strict", ".#config"]);
+    assert!(ok(&o).contains("gfxTargets = [ \"gfx90a\" ]"), "{}", out(&o));
+    let e = failed(&fx.run_in("f", &["eval", ".#default", "--arg", "x", "1"]));
+    assert!(e.contains("do not apply to a flake"), "{e}");
+    // A file is still a file.
+    fx.write("f/plain.nix", "{ x ? 1 }: x + 1");
+    assert_eq!(ok(&fx.run_in("f", &["eval", "plain.nix", "--arg", "x", "2"])).trim(), "3");
+}

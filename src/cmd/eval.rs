@@ -20,7 +20,10 @@ use rocmx_lang::{EvalSettings, Evaluator};
 
 #[derive(Args, Debug)]
 pub struct EvalArgs {
-    /// The file to evaluate (a directory means its default.nix).
+    #[command(flatten)]
+    flake: crate::flake::FlakeOpts,
+    /// The file to evaluate (a directory means its default.nix), or a flake
+    /// installable `FLAKEREF#ATTRPATH` (a directory with flake.nix is a flake).
     file: Option<PathBuf>,
     /// Evaluate this expression instead of a file.
     #[arg(short = 'E', long = "expr", value_name = "EXPR")]
@@ -119,7 +122,7 @@ fn settings(args: &EvalArgs) -> Result<EvalSettings, String> {
     })
 }
 
-pub fn run(args: EvalArgs) -> i32 {
+pub fn run(args: EvalArgs, store_opt: &super::StoreOpt) -> i32 {
     let settings = match settings(&args) {
         Ok(s) => s,
         Err(e) => {
@@ -130,6 +133,27 @@ pub fn run(args: EvalArgs) -> i32 {
     if args.file.is_none() && args.expr.is_none() {
         eprintln!("error: nothing to evaluate; give a FILE or -E EXPR");
         return 2;
+    }
+    // A flake installable evaluates against the local store (its inputs are
+    // fetched into it); anything else stays in memory.
+    let flake = match (&args.expr, &args.file) {
+        (None, Some(f)) if !args.parse => {
+            match crate::flake::parse_installable(&f.to_string_lossy(), &cwd()) {
+                Ok(crate::flake::Installable::Flake {
+                    reference,
+                    fragment,
+                }) => Some((reference, fragment)),
+                Ok(_) => None,
+                Err(e) => {
+                    eprintln!("error: {}", e.msg);
+                    return 1;
+                }
+            }
+        }
+        _ => None,
+    };
+    if let Some((reference, fragment)) = flake {
+        return eval_flake(settings, &args, store_opt, &reference, &fragment);
     }
     let store = Rc::new(MemStore::new());
     let mut ev = Evaluator::new(settings, store.clone());
@@ -153,6 +177,77 @@ pub fn run(args: EvalArgs) -> i32 {
     // cost time (and recursion on deep values).
     std::mem::forget(ev);
     store.close();
+    code
+}
+
+/// `rocmx eval FLAKEREF#ATTRPATH`: the attribute of the flake, resolved as
+/// `rocmx build` resolves it, printed like any value.
+fn eval_flake(
+    settings: EvalSettings,
+    args: &EvalArgs,
+    store_opt: &super::StoreOpt,
+    reference: &rocmx_lang::flake::FlakeRef,
+    fragment: &str,
+) -> i32 {
+    if !args.arg.is_empty() || !args.argstr.is_empty() || !args.attr.is_empty() {
+        eprintln!("error: --arg, --argstr and -A do not apply to a flake; write {reference}#ATTRPATH and --set NAME=VALUE");
+        return 2;
+    }
+    let store = match super::path_info::open_store(store_opt) {
+        Ok(s) => Rc::new(s),
+        Err(super::path_info::Fail::Msg(m)) => {
+            eprintln!("error: {m}");
+            return 1;
+        }
+        Err(_) => return 1,
+    };
+    let eval_store = Rc::new(crate::evalstore::LocalEvalStore::new(store.clone()));
+    let mut ev = Evaluator::new(settings, eval_store.clone());
+    let r = (|| -> EResult<String> {
+        let fetcher = crate::flake::fetcher(&store)?;
+        let loaded = crate::flake::load_root(
+            &mut ev,
+            &fetcher,
+            reference,
+            rocmx_lang::flake::load::LockMode::Use,
+            &args.flake,
+        )?;
+        let system = ev.settings.system.clone();
+        // An empty fragment is the flake itself, as `nix eval .` does.
+        let mut v = if fragment.is_empty() {
+            loaded.value.clone()
+        } else {
+            rocmx_lang::flake::installable::resolve(
+                &mut ev,
+                &loaded.value,
+                fragment,
+                &system,
+                &reference.to_string(),
+            )?
+            .0
+        };
+        if args.strict || args.json {
+            v = ev.force_deep(&v)?;
+        }
+        let text = if args.json {
+            rocmx_lang::builtins::value_to_json(&mut ev, &v)?
+        } else {
+            print::print_value(&ev.force(&v)?)
+        };
+        eval_store.flush()?;
+        Ok(text)
+    })();
+    let code = match r {
+        Ok(text) => {
+            let _ = writeln!(std::io::stdout().lock(), "{text}");
+            0
+        }
+        Err(e) => {
+            eprint!("{}", ev.sources.render(&e, args.show_trace && !args.no_show_trace));
+            1
+        }
+    };
+    std::mem::forget(ev);
     code
 }
 
