@@ -281,6 +281,11 @@ fn find_targets(
                                 "-A does not apply to the flake '{f}'; write {reference}#ATTRPATH"
                             )));
                         }
+                        if !args.arg.is_empty() || !args.argstr.is_empty() {
+                            return Err(eval_err(format!(
+                                "--arg and --argstr do not apply to the flake '{f}'; its parameters are set with --set NAME=VALUE"
+                            )));
+                        }
                         let key = reference.to_string();
                         let flake = match loaded.get(&key) {
                             Some(v) => v.clone(),
