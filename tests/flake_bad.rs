@@ -282,3 +282,31 @@ fn walk_size(p: &std::path::Path) -> u64 {
         m.len()
     }
 }
+
+#[test]
+fn a_flake_that_inputs_itself() {
+    let fx = Fx::new();
+    fx.write(
+        "f/flake.nix",
+        "{ inputs.me.url = \"path:./.\"; outputs = { self, config, me }: { }; }\n",
+    );
+    // (The flake's own tree is fetched as its input, once: that object stays.)
+    let e = one_error(&fx.run(&["flake", "lock"]));
+    assert!(e.contains("nested more than 32 flakes deep; is there a cycle of inputs?"), "{e}");
+    assert!(fx.lock().is_none(), "no lock file was written");
+}
+
+#[test]
+fn hostile_lock_files() {
+    let fx = Fx::new();
+    good(&fx);
+    for (text, want) in [
+        (r#"{"version":7,"root":"root","nodes":{"root":{"inputs":{"data":["data"]}}}}"#, "cycle of follows"),
+        (r#"{"version":7,"root":"root","nodes":{"root":{"inputs":{"data":"x"}}}}"#, "missing node 'x'"),
+        (r#"[1,2,3]"#, "not a JSON object"),
+        (r#"{"version":7,"root":"root","nodes":{"root":{"inputs":{"data":"data"}},"data":{"original":{"type":"path","path":"./data"},"locked":{"type":"path","path":"/etc","narHash":"sha256-AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}}}}"#, "locked to a different reference"),
+    ] {
+        fs::write(fx.path("f/flake.lock"), text).unwrap();
+        refused(&fx, &["build", "--dry-run"], &[want]);
+    }
+}

@@ -139,6 +139,12 @@ impl Locker<'_, '_> {
         path: &[String],
         overrides: &BTreeMap<String, Vec<String>>,
     ) -> EResult<()> {
+        if path.len() > MAX_INPUT_DEPTH {
+            return Err(err(format!(
+                "input '{}' is nested more than {MAX_INPUT_DEPTH} flakes deep; is there a cycle of inputs?",
+                path.join("/")
+            )));
+        }
         let strict = self.opts.mode == LockMode::Use && self.old.is_some();
         if strict {
             if let Some(o) = old_node.and_then(|o| self.old.map(|l| &l.nodes[o])) {
@@ -269,6 +275,10 @@ impl Locker<'_, '_> {
         Ok(())
     }
 }
+
+/// How deep input flakes may nest (a flake that has itself as an input
+/// would otherwise be fetched forever).
+const MAX_INPUT_DEPTH: usize = 32;
 
 fn join(path: &[String], name: &str) -> String {
     let mut p = path.to_vec();

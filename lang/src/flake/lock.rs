@@ -125,22 +125,33 @@ impl LockFile {
 
     /// Follows an edge to a node name (`follows` paths walked from the root).
     pub fn resolve(&self, edge: &Edge) -> Result<String, LockError> {
+        self.resolve_depth(edge, 0)
+    }
+
+    fn resolve_depth(&self, edge: &Edge, depth: usize) -> Result<String, LockError> {
         match edge {
             Edge::Node(n) => Ok(n.clone()),
             Edge::Follows(path) => {
+                // Follows paths may lead through other follows; a cycle (or an
+                // absurdly long chain) is an error, not a stack overflow.
+                if depth > 64 {
+                    return Err(bad(format!(
+                        "follows path '{}' does not end (a cycle of follows)",
+                        path.join("/")
+                    )));
+                }
                 let mut cur = self.root.clone();
-                for (depth, name) in path.iter().enumerate() {
-                    let node = &self.nodes[&cur];
+                for name in path {
+                    let node = self.nodes.get(&cur).ok_or_else(|| {
+                        bad(format!("follows path '{}' leads to a missing node", path.join("/")))
+                    })?;
                     let e = node.inputs.get(name).ok_or_else(|| {
                         bad(format!(
                             "follows path '{}' names no input '{name}'",
                             path.join("/")
                         ))
                     })?;
-                    if depth > 64 {
-                        return Err(bad(format!("follows path '{}' loops", path.join("/"))));
-                    }
-                    cur = self.resolve(e)?;
+                    cur = self.resolve_depth(e, depth + 1)?;
                 }
                 Ok(cur)
             }
@@ -465,6 +476,10 @@ mod tests {
             .contains("missing node 'b'"));
         assert!(e(r#"{"version":7,"root":"root","nodes":{"root":{"inputs":{"a":["zz"]}}}}"#)
             .contains("names no input 'zz'"));
+        assert!(e(r#"{"version":7,"root":"root","nodes":{"root":{"inputs":{"a":["a"]}}}}"#)
+            .contains("cycle of follows"));
+        assert!(e(r#"{"version":7,"root":"root","nodes":{"root":{"inputs":{"a":["b"],"b":["a"]}}}}"#)
+            .contains("cycle of follows"));
         let no_hash = r#"{"version":7,"root":"root","nodes":{"root":{"inputs":{"a":"a"}},
             "a":{"original":{"type":"path","path":"/x"},"locked":{"type":"path","path":"/x"}}}}"#;
         assert!(e(no_hash).contains("no 'narHash'"));
