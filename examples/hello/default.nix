@@ -1,9 +1,8 @@
-# A tiny package set built with a static busybox as the only tool.
+# A tiny package set built with a static busybox as the only tool. flake.nix
+# calls it with `bb` from its locked input; it also builds on its own.
 #
-# The builder comes from a directory next to this file (not in the repository):
-#
-#   mkdir -p bb/bin && cp "$(command -v busybox)" bb/bin/sh   # a *static* busybox
-#   ln -s sh bb/bin/cat && ln -s sh bb/bin/echo
+# The builder comes from a directory next to this file (not in the repository),
+# made by `./make-bb` (a *static* busybox as bb/bin/sh, with cat and echo).
 #
 # Then:
 #
