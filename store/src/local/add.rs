@@ -312,6 +312,103 @@ impl LocalStore {
         Ok(path)
     }
 
+    /// Copies `src` into the store as the fixed-output object `name`: the path a
+    /// fixed-output derivation named `name` with this `method` and the hash `algo` of the
+    /// content gets, so that such a derivation finds its output valid and is not built.
+    /// `Flat`: `src` must be a regular file (a symlink is followed); it is stored
+    /// non-executable, as a flat fixed output is. `Nar`: the file or tree as it is
+    /// (symlinks kept), hashed as a NAR. Returns the path and the hash. No references.
+    pub fn add_fixed(
+        &self,
+        src: &Path,
+        name: &str,
+        method: IngestionMethod,
+        algo: HashAlgo,
+    ) -> Result<(StorePath, Hash), StoreError> {
+        crate::path::validate_name(name)?;
+        let refs = BTreeSet::new();
+        match method {
+            IngestionMethod::Nar => {
+                let scanned = ingest::scan(src)?;
+                // A second read; `materialise` checks every file against the scan, so a
+                // change after it cannot be stored under this hash.
+                let hash = if algo == HashAlgo::Blake3 {
+                    scanned.nar_hash
+                } else {
+                    nar::hash_path(src, algo)?.0
+                };
+                let ca = ContentAddress::Fixed { method, hash };
+                let path = StorePath::from_ca(name, &ca)?;
+                let _gc = lock::gc_lock(&self.state_dir, false)?;
+                let inst = Install {
+                    path: &path,
+                    nar_hash: scanned.nar_hash,
+                    nar_size: scanned.nar_size,
+                    refs: &refs,
+                    deriver: None,
+                    ca: Some(ca_string(&ca)),
+                    drv_outputs: Vec::new(),
+                };
+                self.install(
+                    inst,
+                    Content::Produce(Box::new(|dest: &Path| {
+                        ingest::materialise(src, &scanned, dest)
+                    })),
+                )?;
+                Ok((path, hash))
+            }
+            IngestionMethod::Flat => {
+                let open = || fs::File::open(src).map_err(StoreError::io("reading", src));
+                let mut f = open()?;
+                if !f
+                    .metadata()
+                    .map_err(StoreError::io("reading", src))?
+                    .is_file()
+                {
+                    return Err(StoreError::NotFlat {
+                        name: name.to_string(),
+                    });
+                }
+                let mut h = Hasher::new(algo);
+                io::copy(&mut f, &mut h).map_err(StoreError::io("reading", src))?;
+                let hash = h.finish();
+                let ca = ContentAddress::Fixed { method, hash };
+                let path = StorePath::from_ca(name, &ca)?;
+                let _gc = lock::gc_lock(&self.state_dir, false)?;
+                if self.valid_and_rooted(&path)? {
+                    return Ok((path, hash));
+                }
+                // Copied while hashed again: what is stored is what was hashed.
+                let tmp = TempDir::new(&self.store_dir)?;
+                let content = tmp.path().join("content");
+                let mut out =
+                    fs::File::create(&content).map_err(StoreError::io("writing", &content))?;
+                let mut w = HashingWriter::new(&mut out, algo);
+                io::copy(&mut open()?, &mut w).map_err(StoreError::io("copying", &content))?;
+                let (_, again, _) = w.finish();
+                drop(out);
+                if again != hash {
+                    return Err(StoreError::SourceChanged {
+                        path: src.to_path_buf(),
+                    });
+                }
+                fsutil::normalise_tree(&content)?;
+                let (nar_hash, nar_size) = nar::hash_path(&content, HashAlgo::Blake3)?;
+                let inst = Install {
+                    path: &path,
+                    nar_hash,
+                    nar_size,
+                    refs: &refs,
+                    deriver: None,
+                    ca: Some(ca_string(&ca)),
+                    drv_outputs: Vec::new(),
+                };
+                self.install(inst, Content::Premade(&content))?;
+                Ok((path, hash))
+            }
+        }
+    }
+
     /// Stores `text` as a file named `name` (kind `text`) referring to `refs`, which must
     /// be valid. A `.drv` that parses as a derivation also gets its fixed outputs recorded.
     pub fn add_text(
@@ -556,5 +653,69 @@ impl<R: Read> Read for TeeHash<R> {
         }
         self.count += got.len() as u64;
         Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+    use crate::derivation::fixed_output_path;
+
+    #[test]
+    fn add_fixed_gives_the_fixed_output_path() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let s = LocalStore::open(&tmp.path().join("root")).expect("open");
+        let f = tmp.path().join("hello.tar.gz");
+        fs::write(&f, "hello").expect("write");
+        fs::set_permissions(&f, fs::Permissions::from_mode(0o755)).expect("chmod");
+
+        let (p, h) = s
+            .add_fixed(&f, "hello.tar.gz", IngestionMethod::Flat, HashAlgo::Sha256)
+            .expect("flat");
+        assert_eq!(h, Hash::digest(HashAlgo::Sha256, b"hello"));
+        let want = fixed_output_path("hello.tar.gz", IngestionMethod::Flat, h).expect("path");
+        assert_eq!(p, want);
+        assert!(s.is_valid(&p).expect("valid"));
+        let real = s.real_path(&p);
+        assert_eq!(fs::read(&real).expect("read"), b"hello");
+        // A flat fixed output is never executable.
+        let mode = fs::metadata(&real).expect("meta").permissions().mode();
+        assert_eq!(mode & 0o777, 0o444);
+        let info = s.path_info(&p).expect("info").expect("some");
+        assert_eq!(
+            info.ca.as_deref(),
+            Some(
+                ca_string(&ContentAddress::Fixed {
+                    method: IngestionMethod::Flat,
+                    hash: h
+                })
+                .as_str()
+            )
+        );
+        // Again: same path, nothing new.
+        let again = s
+            .add_fixed(&f, "hello.tar.gz", IngestionMethod::Flat, HashAlgo::Sha256)
+            .expect("again");
+        assert_eq!(again.0, p);
+
+        // Recursive: the NAR hash; a directory is refused flat.
+        let d = tmp.path().join("src");
+        fs::create_dir(&d).expect("mkdir");
+        fs::write(d.join("a"), "x").expect("write");
+        let (p, h) = s
+            .add_fixed(&d, "src", IngestionMethod::Nar, HashAlgo::Sha512)
+            .expect("nar");
+        assert_eq!(h, nar::hash_path(&d, HashAlgo::Sha512).expect("hash").0);
+        assert_eq!(
+            p,
+            fixed_output_path("src", IngestionMethod::Nar, h).expect("path")
+        );
+        assert_eq!(fs::read(s.real_path(&p).join("a")).expect("read"), b"x");
+        assert!(matches!(
+            s.add_fixed(&d, "src", IngestionMethod::Flat, HashAlgo::Sha256),
+            Err(StoreError::NotFlat { .. })
+        ));
     }
 }
