@@ -16,6 +16,7 @@
 #[allow(unsafe_code)]
 pub mod sandbox;
 
+pub mod builtins;
 pub mod check;
 pub mod events;
 pub mod fetchurl;

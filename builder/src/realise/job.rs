@@ -337,9 +337,11 @@ pub(super) fn run(ctx: &Ctx<'_>, job: Job) -> Result<BTreeMap<String, StorePath>
     finish_floating(ctx, &job, &outs)
 }
 
-/// Runs a `builtin:` builder in this process (no sandbox: only fixed-output
-/// derivations may use them, and their result is checked against the declared hash).
-/// Gives the failure status, if any.
+/// Runs a `builtin:` builder in this process, outside the sandbox: `fetchurl`
+/// only for fixed-output derivations (whose result is checked against the
+/// declared hash), and the builders the binary registered
+/// ([`crate::builtins`]), which run rocmx's own code on store inputs. Gives
+/// the failure status, if any.
 fn run_builtin(
     ctx: &Ctx<'_>,
     job: &Job,
@@ -377,9 +379,32 @@ fn run_builtin(
                 Err(e) => Ok(Some(e.to_string())),
             }
         }
-        other => Err(bad(format!(
-            "builder 'builtin:{other}' is not implemented (rocmx knows builtin:fetchurl)"
-        ))),
+        other => {
+            let Some(b) = ctx.opts.builtins.get(other) else {
+                let mut known = vec!["fetchurl"];
+                known.extend(ctx.opts.builtins.names());
+                return Err(bad(format!(
+                    "builder 'builtin:{other}' is not implemented (rocmx knows builtin:{})",
+                    known.join(", builtin:")
+                )));
+            };
+            let outputs: BTreeMap<String, PathBuf> = outs
+                .iter()
+                .map(|o| (o.name.clone(), o.host.clone()))
+                .collect();
+            let physical_store = ctx.store.store_dir().to_path_buf();
+            let bctx = crate::builtins::BuiltinContext {
+                env: &run_drv.env,
+                outputs: &outputs,
+                store_dir: rocmx_store::STORE_DIR,
+                physical_store: &physical_store,
+                cores: ctx.opts.cores,
+            };
+            match b.build(&bctx, &mut log) {
+                Ok(()) => Ok(None),
+                Err(e) => Ok(Some(e)),
+            }
+        }
     }
 }
 

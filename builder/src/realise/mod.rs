@@ -106,6 +106,9 @@ pub struct BuildOptions {
     pub limits: crate::sandbox::Limits,
     /// Where builds take their host uids and gids from when rocmx runs as root.
     pub build_ids: crate::ids::IdRange,
+    /// Built-in builders registered by the binary (`builtin:unpack-debs`, …);
+    /// `builtin:fetchurl` is always there.
+    pub builtins: crate::builtins::Builtins,
 }
 
 /// The default [`BuildOptions::timeout`]: 48 hours (one derivation of the ROCm stack
@@ -139,6 +142,7 @@ impl Default for BuildOptions {
             fetch_limits: FetchLimits::default(),
             limits: DEFAULT_LIMITS,
             build_ids: crate::ids::IdRange::of_host(),
+            builtins: crate::builtins::Builtins::default(),
         }
     }
 }
