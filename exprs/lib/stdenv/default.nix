@@ -1,0 +1,95 @@
+# The build library: mkDerivation and the small builders around it.
+#
+#   stdenv = import ./exprs/lib/stdenv { rootfs = …; };    # a Debian root (debianRootfs)
+#   stdenv.mkDerivation { pname = "hello"; version = "2.12"; src = …; }
+#
+# `rootfs` is mounted as the build's `/` (its /usr/bin is on PATH), `shell`
+# runs setup.sh (the phases: unpack patch configure build check install fixup;
+# see the header of setup.sh for hooks, dont… flags and buildCommand).
+# Without a rootfs, `shell` must name a static shell in the store (tests use a
+# static busybox).
+#
+# Attributes of mkDerivation: pname, version (or name), src, patches,
+# nativeBuildInputs, buildInputs (lists of packages), configureFlags,
+# cmakeFlags, makeFlags (lists of strings), doCheck (bool), outputs, passthru,
+# meta, and any other attribute, exported to the build as an environment
+# variable (lists are joined with spaces, bools become "1" or "").
+# The result has `overrideAttrs (old: { … })`.
+{ rootfs ? null
+, shell ? (if rootfs == null then throw "stdenv: give a rootfs or a shell" else "${rootfs}/bin/sh")
+, path ? [ ]
+}:
+let
+  inherit (builtins) isList isBool isAttrs isPath concatStringsSep removeAttrs map;
+
+  setup = ./setup.sh;
+
+  # Environment values: lists joined with spaces (paths copied to the store,
+  # packages by their output path), bools "1"/"".
+  item = x: if isPath x || isAttrs x then "${x}" else toString x;
+  toEnv = v:
+    if isList v then concatStringsSep " " (map item v)
+    else if isBool v then (if v then "1" else "")
+    else v;
+
+  basePath = concatStringsSep ":" (map (p: "${p}/bin") path
+    ++ (if rootfs == null then [ ] else [ "/usr/bin" "/usr/sbin" ]));
+
+  mkDerivation = args:
+    let
+      name = args.name or "${args.pname}-${args.version}";
+      passthru = args.passthru or { };
+      meta = args.meta or { };
+      env = removeAttrs args [ "passthru" "meta" "name" ];
+      drv = derivation ((builtins.mapAttrs (_: toEnv) env) // {
+        inherit name;
+        system = builtins.currentSystem;
+        builder = shell;
+        args = [ "-e" setup ];
+        PATH = basePath;
+      } // (if rootfs == null then { } else { inherit rootfs; }));
+    in
+    drv // passthru // {
+      inherit meta passthru;
+      overrideAttrs = f: mkDerivation (args // f args);
+    };
+
+  # A file in the store with `text` (as Nix's writeText).
+  writeText = name: text: mkDerivation {
+    inherit name text;
+    passAsFile = [ ];
+    buildCommand = ''printf '%s' "$text" > "$out"'';
+  };
+
+  # An executable script.
+  writeShellScript = name: text: mkDerivation {
+    inherit name text;
+    buildCommand = ''{ echo '#!/bin/sh'; printf '%s\n' "$text"; } > "$out"; chmod +x "$out"'';
+  };
+
+  # A derivation from a shell command (as Nix's runCommand).
+  runCommand = name: env: buildCommand: mkDerivation (env // { inherit name buildCommand; });
+
+  # One tree of symlinks to the given packages' files.
+  symlinkJoin = { name, paths }: mkDerivation {
+    inherit name paths;
+    buildCommand = ''
+      mkdir -p "$out"
+      for p in $paths; do
+        (cd "$p" && find . -type d) | while read -r d; do mkdir -p "$out/$d"; done
+        (cd "$p" && find . ! -type d) | while read -r f; do
+          f=''${f#./}
+          [ -e "$out/$f" ] || [ -L "$out/$f" ] || ln -s "$p/$f" "$out/$f"
+        done
+      done
+    '';
+  };
+
+  # `f args` with `.override newArgs` calling f again (as Nix's makeOverridable).
+  makeOverridable = f: args:
+    let r = f args; in
+    if isAttrs r then r // { override = newArgs: makeOverridable f (args // newArgs); } else r;
+in
+{
+  inherit mkDerivation writeText writeShellScript runCommand symlinkJoin makeOverridable rootfs shell;
+}
