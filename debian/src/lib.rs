@@ -9,3 +9,11 @@
 //! Must not: touch the network or the store database itself (I/O goes through
 //! the traits the modules define, implemented by the binary), evaluate the
 //! language, or run builds. Depends on `rocmx-store` only (hashes, formats).
+
+pub mod index;
+pub mod lock;
+pub mod packages;
+pub mod relation;
+pub mod release;
+pub mod resolve;
+pub mod version;
