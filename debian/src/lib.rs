@@ -10,6 +10,7 @@
 //! the traits the modules define, implemented by the binary), evaluate the
 //! language, or run builds. Depends on `rocmx-store` only (hashes, formats).
 
+pub mod deb;
 pub mod index;
 pub mod lock;
 pub mod packages;
