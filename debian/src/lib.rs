@@ -17,4 +17,5 @@ pub mod packages;
 pub mod relation;
 pub mod release;
 pub mod resolve;
+pub mod rootfs;
 pub mod version;
