@@ -62,6 +62,8 @@ enum Command {
     Flake(cmd::flake::FlakeArgs),
     /// GPU targets: `list` the known ones, `detect` the machine's, `resolve` a `--gfx` value.
     Gfx(cmd::gfx::GfxArgs),
+    /// Debian packages: `lock` pins a suite's packages (with dependencies) for a build root.
+    Debian(cmd::debian::DebianArgs),
 }
 
 /// Stack for the thread that does the work. Evaluation grows its own stack on
@@ -88,6 +90,7 @@ fn main() {
                 Command::Derivation(args) => cmd::derivation::run(args, &store),
                 Command::Flake(args) => cmd::flake::run(args, &store),
                 Command::Gfx(args) => cmd::gfx::run(args),
+                Command::Debian(args) => cmd::debian::run(args),
             }
         });
     let code = match worker.map(|h| h.join()) {

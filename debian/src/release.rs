@@ -121,6 +121,11 @@ pub fn parse_date(text: &str) -> Result<DateTime<Utc>, ReleaseError> {
         .map_err(|e| fail(format!("bad date '{t}': {e}")))
 }
 
+/// The time `secs` seconds after the Unix epoch (the caller reads the clock).
+pub fn from_unix(secs: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp(secs, 0).unwrap_or_default()
+}
+
 /// Formats a date as the archive writes it.
 pub fn format_date(d: &DateTime<Utc>) -> String {
     d.format("%a, %d %b %Y %H:%M:%S UTC").to_string()

@@ -3,6 +3,7 @@
 
 pub mod build;
 pub(crate) mod common;
+pub mod debian;
 pub mod derivation;
 pub mod eval;
 pub mod flake;
