@@ -150,3 +150,87 @@ fn phases_hooks_patches_and_overrides() {
 fn ok_path(d: &Path, attr: &str) -> PathBuf {
     out_path(d, &build(d, attr))
 }
+
+/// Every QA check fails a deliberately bad package, naming the check and the
+/// file; `meta.qaExceptions` waives one. (`setuid` cannot be triggered by a
+/// build: the sandbox's seccomp filter already refuses setuid files; the
+/// check is covered by builder/src/qa.rs's unit test.)
+#[test]
+fn qa_checks_fail_bad_packages() {
+    if busybox().is_none() || rocmx_builder::sandbox::check_user_namespaces().is_err() {
+        eprintln!("skipped: no busybox or no user namespaces");
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path();
+    setup(d);
+    // Host-made inputs: an ELF with a RUNPATH outside the store, an archive
+    // with member mtimes (plain `ar rc`, not deterministic mode).
+    let have_cc = Command::new("cc")
+        .args(["-x", "c", "-", "-o"])
+        .arg(d.join("rpath-bin"))
+        .arg("-Wl,-rpath,/usr/local/lib")
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(b"int main(void){return 0;}\n")?;
+            c.wait()
+        })
+        .is_ok_and(|s| s.success());
+    fs::write(d.join("m.o"), "member").unwrap();
+    let have_ar = Command::new("ar")
+        .args(["rcU", "lib.a", "m.o"])
+        .current_dir(d)
+        .status()
+        .is_ok_and(|s| s.success());
+    let stdenv = Path::new(env!("CARGO_MANIFEST_DIR")).join("exprs/lib/stdenv");
+    let mut cases: Vec<(&str, String, &str)> = vec![
+        ("build-dir-reference", "echo prefix=$PWD > $out/x.pc".into(), "x.pc"),
+        ("world-writable", "echo x > $out/w; chmod 666 $out/w".into(), "w"),
+        ("broken-symlink", "ln -s nothere $out/l".into(), "l"),
+    ];
+    if have_cc {
+        cases.push(("runpath-outside-store", "cp ${./rpath-bin} $out/b".into(), "b"));
+    }
+    if have_ar {
+        cases.push(("archive-mtime", "cp ${./lib.a} $out/lib.a".into(), "lib.a"));
+    }
+    for (check, script, file) in &cases {
+        let expr = format!(
+            r#"let bb = ./bb; stdenv = import {} {{ shell = "${{bb}}/bin/sh"; path = [ bb ]; }}; in
+               stdenv.mkDerivation {{ name = "bad"; dontUnpack = true; dontPatch = true; dontConfigure = true; dontBuild = true;
+                 installPhase = "mkdir $out; {script}"; }}"#,
+            stdenv.display()
+        );
+        let o = Command::new(BIN)
+            .arg("--store")
+            .arg(d.join("store"))
+            .args(["build", "--no-link", "--expr", &expr])
+            .current_dir(d)
+            .env("ROCMX_CONFIG", "/dev/null")
+            .output()
+            .unwrap();
+        let e = err(&o);
+        assert!(!o.status.success(), "{check}: the build should fail:\n{e}");
+        assert!(
+            e.contains(&format!("QA check '{check}' failed: {file}:")),
+            "{check}:\n{e}"
+        );
+        // Waived, the same package builds.
+        let waived = expr.replace(
+            "name = \"bad\";",
+            &format!("name = \"bad\"; meta.qaExceptions.\"{check}\" = \"testing the waiver\";"),
+        );
+        let o = Command::new(BIN)
+            .arg("--store")
+            .arg(d.join("store"))
+            .args(["build", "--no-link", "--expr", &waived])
+            .current_dir(d)
+            .env("ROCMX_CONFIG", "/dev/null")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{check} waived:\n{}", err(&o));
+    }
+    eprintln!("QA checks exercised: {}", cases.len());
+}

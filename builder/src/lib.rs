@@ -23,6 +23,7 @@ pub mod fetchurl;
 pub mod ids;
 mod ofd;
 pub mod output;
+pub mod qa;
 pub mod realise;
 pub mod resolve;
 pub mod structured;

@@ -301,11 +301,13 @@ pub(super) fn run(ctx: &Ctx<'_>, job: Job) -> Result<BTreeMap<String, StorePath>
         run_sandboxed(ctx, &job, &run_drv, &outs, &build_dir, fixed, sink.clone())?
     };
     let log_tail = sink.finish(&log_tmp, &log_dest)?;
-    let status = status.or_else(|| {
-        outs.iter()
-            .find(|o| fs::symlink_metadata(&o.host).is_err())
-            .map(|o| format!("builder did not produce output '{}'", o.name))
-    });
+    let status = status
+        .or_else(|| {
+            outs.iter()
+                .find(|o| fs::symlink_metadata(&o.host).is_err())
+                .map(|o| format!("builder did not produce output '{}'", o.name))
+        })
+        .or_else(|| qa_status(&run_drv, &outs));
     if let Some(mut status) = status {
         if ctx.opts.keep_failed {
             dir.keep = true;
@@ -335,6 +337,42 @@ pub(super) fn run(ctx: &Ctx<'_>, job: Job) -> Result<BTreeMap<String, StorePath>
         return finish_fixed(ctx, &job, &outs[0]);
     }
     finish_floating(ctx, &job, &outs)
+}
+
+/// The QA checks ([`crate::qa`]) of a derivation that asks for them
+/// (`rocmxQa = "1"`): the failure status naming every finding, if any.
+fn qa_status(drv: &Derivation, outs: &[Out]) -> Option<String> {
+    if drv.env.get("rocmxQa").map(String::as_str) != Some("1") {
+        return None;
+    }
+    let waived = match drv.env.get("rocmxQaExceptions").filter(|s| !s.is_empty()) {
+        Some(j) => match crate::qa::parse_exceptions(j) {
+            Ok(w) => w,
+            Err(e) => return Some(e),
+        },
+        None => BTreeMap::new(),
+    };
+    let mut findings = Vec::new();
+    for o in outs {
+        for f in crate::qa::check_output(
+            &o.host,
+            &o.inside.to_absolute(),
+            rocmx_store::STORE_DIR,
+            &waived,
+        ) {
+            let prefix = if outs.len() > 1 {
+                format!("output '{}': ", o.name)
+            } else {
+                String::new()
+            };
+            findings.push(format!("{prefix}{f}"));
+        }
+    }
+    if findings.is_empty() {
+        None
+    } else {
+        Some(findings.join("; "))
+    }
 }
 
 /// Runs a `builtin:` builder in this process, outside the sandbox: `fetchurl`

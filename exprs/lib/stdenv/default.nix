@@ -14,7 +14,9 @@
 # cmakeFlags, makeFlags (lists of strings), doCheck (bool), outputs, passthru,
 # meta, and any other attribute, exported to the build as an environment
 # variable (lists are joined with spaces, bools become "1" or "").
-# The result has `overrideAttrs (old: { … })`.
+# The result has `overrideAttrs (old: { … })`. After the build, QA checks run
+# (build-dir-reference, world-writable, broken-symlink, runpath-outside-store,
+# setuid, archive-mtime); `meta.qaExceptions = { CHECK = "reason"; }` waives one.
 { rootfs ? null
 , shell ? (if rootfs == null then throw "stdenv: give a rootfs or a shell" else "${rootfs}/bin/sh")
 , path ? [ ]
@@ -47,6 +49,10 @@ let
         builder = shell;
         args = [ "-e" setup ];
         PATH = basePath;
+        # QA checks after the build (builder/src/qa.rs), waived per check by
+        # meta.qaExceptions = { CHECK = "reason"; }.
+        rocmxQa = "1";
+        rocmxQaExceptions = builtins.toJSON (meta.qaExceptions or { });
       } // (if rootfs == null then { } else { inherit rootfs; }));
     in
     drv // passthru // {
