@@ -432,6 +432,7 @@ fn options(args: &BuildArgs) -> Result<BuildOptions, Fail> {
         ));
     }
     let mut opts = BuildOptions::default();
+    crate::unpack_debs::register(&mut opts.builtins);
     let mut cfg = crate::config::read().map_err(Fail::Msg)?;
     cfg.add_options(&args.option).map_err(Fail::Msg)?;
     cfg.apply(&mut opts).map_err(Fail::Msg)?;
