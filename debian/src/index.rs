@@ -138,10 +138,9 @@ pub fn load(src: &dyn ArchiveSource, opts: &LoadOptions) -> Result<Loaded, Index
             entry.sha256
         )));
     }
-    let text = packages::decompress_xz(&xz).map_err(|e| IndexError(format!("'{path}': {e}")))?;
-    drop(xz);
-    let entries = packages::parse_packages(&text, &opts.arch)
+    let entries = packages::read_packages_xz(&xz, &opts.arch)
         .map_err(|e| IndexError(format!("'{path}': {e}")))?;
+    drop(xz);
     Ok(Loaded {
         release,
         release_file,

@@ -183,12 +183,13 @@ fn lock(a: LockArgs) -> Result<(), Fail> {
     write_atomically(out, lock.to_json().as_bytes())
         .map_err(|e| Fail::Msg(format!("writing '{}': {e}", out.display())))?;
     println!(
-        "locked {} packages ({} to download) from suite '{}' ({}, {} paragraphs read, {} index) into {} in {:.1} s",
+        "locked {} packages ({} to download) from suite '{}' (Release of {}; {} packages of {} and all in a {} index) into {} in {:.1} s",
         lock.packages.len(),
         human(lock.total_size()),
         a.suite,
         loaded.release.date,
         loaded.index.packages().len(),
+        a.arch,
         human(loaded.packages_size),
         out.display(),
         started.elapsed().as_secs_f64()
