@@ -378,3 +378,27 @@ fn tar_names(bytes: &[u8]) -> impl Read {
     let o = child.wait_with_output().unwrap();
     std::io::Cursor::new(o.stdout)
 }
+
+#[test]
+fn a_pinned_deb_the_mirror_lost_fails_naming_it() {
+    if skip() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let work = dir.join("work");
+    fs::create_dir_all(&work).unwrap();
+    let gone = dpkg_deb(&work, "pkg-gone", "gzip", |t| {
+        write(&t.join("usr/share/gone/x"), "x\n", 0o644);
+    });
+    let lock = lock(dir, &[("pkg-gone", "1:1.0-1", gone)]);
+    // The pool dropped it after the lock was written.
+    fs::remove_dir_all(dir.join("mirror/pool/main/p/pkg-gone")).unwrap();
+    let o = build_root(dir, &lock);
+    let e = err(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(e.contains("pkg-gone_1_1.0-1.deb"), "{e}");
+    assert!(e.contains("404"), "{e}");
+    assert!(!e.contains("panicked"), "{e}");
+    make_writable(dir);
+}
