@@ -38,6 +38,9 @@ pub struct FlakeOpts {
     /// Never write flake.lock (a missing one is computed in memory only).
     #[arg(long = "no-write-lock-file")]
     pub no_write_lock_file: bool,
+    /// Accept packages whose licence is not free (sets the parameter `allowNonfree`).
+    #[arg(long = "allow-nonfree")]
+    pub allow_nonfree: bool,
 }
 
 fn err(msg: impl Into<String>) -> Box<EvalError> {
@@ -67,6 +70,11 @@ impl FlakeOpts {
                 return Err(err(format!("--set '{s}' has no parameter name")));
             }
             out.insert(name.trim().to_string(), value.to_string());
+        }
+        if self.allow_nonfree
+            && out.insert("allowNonfree".into(), "true".into()).is_some()
+        {
+            return Err(err("--allow-nonfree and --set allowNonfree=… both set allowNonfree; give one"));
         }
         if let Some(g) = &self.gfx {
             let targets = crate::gfx::resolve(g).map_err(|e| err(format!("--gfx {g}: {e}")))?;
@@ -174,6 +182,9 @@ pub fn load_root(
     let loaded = load::load(ev, root, &reference.dir, &load_opts).map_err(|mut e| {
         if opts.gfx.is_some() && e.msg.contains("unknown parameter 'gfxTargets'") {
             e.msg = format!("--gfx sets the parameter 'gfxTargets': {}", e.msg);
+        }
+        if opts.allow_nonfree && e.msg.contains("unknown parameter 'allowNonfree'") {
+            e.msg = format!("--allow-nonfree sets the parameter 'allowNonfree': {}", e.msg);
         }
         e
     })?;

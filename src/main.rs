@@ -61,6 +61,8 @@ enum Command {
     Derivation(cmd::derivation::DerivationArgs),
     /// Work with flakes: lock, update, show, metadata.
     Flake(cmd::flake::FlakeArgs),
+    /// List the licence of every package in an installable's build closure.
+    Licenses(cmd::licenses::LicensesArgs),
     /// GPU targets: `list` the known ones, `detect` the machine's, `resolve` a `--gfx` value.
     Gfx(cmd::gfx::GfxArgs),
     /// Debian packages: `lock` pins a suite's packages (with dependencies) for a build root.
@@ -90,6 +92,7 @@ fn main() {
                 Command::Log(args) => cmd::log::run(args, &store),
                 Command::Derivation(args) => cmd::derivation::run(args, &store),
                 Command::Flake(args) => cmd::flake::run(args, &store),
+                Command::Licenses(args) => cmd::licenses::run(args, &store),
                 Command::Gfx(args) => cmd::gfx::run(args),
                 Command::Debian(args) => cmd::debian::run(args),
             }

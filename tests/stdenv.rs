@@ -234,3 +234,69 @@ fn qa_checks_fail_bad_packages() {
     }
     eprintln!("QA checks exercised: {}", cases.len());
 }
+
+/// The non-free gate (DFSG-style) and `rocmx licenses`.
+#[test]
+fn nonfree_gate_and_license_listing() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path();
+    fs::create_dir_all(d.join("f/bb/bin")).unwrap();
+    fs::write(d.join("f/bb/bin/sh"), "stand-in").unwrap();
+    let lib = Path::new(env!("CARGO_MANIFEST_DIR")).join("exprs/lib");
+    fs::write(
+        d.join("f/flake.nix"),
+        format!(
+            r#"{{
+  inputs.bb = {{ url = "path:./bb"; flake = false; }};
+  config.allowNonfree = {{ type = "bool"; default = false; description = "accept non-free licences"; }};
+  outputs = {{ self, config, bb }}:
+    let
+      licenses = import {lib}/licenses.nix;
+      stdenv = import {lib}/stdenv {{ shell = "${{bb}}/bin/sh"; inherit (config) allowNonfree; }};
+      mk = name: license: extra: stdenv.mkDerivation ({{ inherit name; buildCommand = "echo > $out"; meta.license = license; }} // extra);
+      libfree = mk "libfree" licenses.mit {{ }};
+      blob = mk "firmware-blob" licenses.unfreeRedistributable {{ }};
+    in {{
+      packages.${{builtins.currentSystem}} = {{
+        app = mk "app" [ licenses.asl20 licenses.llvm-exception ] {{ buildInputs = [ libfree blob ]; }};
+        plain = mk "plain" licenses.mit {{ buildInputs = [ libfree ]; }};
+      }};
+    }};
+}}
+"#,
+            lib = lib.display()
+        ),
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        Command::new(BIN)
+            .arg("--store")
+            .arg(d.join("store"))
+            .args(args)
+            .current_dir(d.join("f"))
+            .env("ROCMX_CONFIG", "/dev/null")
+            .output()
+            .unwrap()
+    };
+    let o = run(&["build", "--dry-run", ".#app"]);
+    assert!(!o.status.success());
+    let e = err(&o);
+    assert!(
+        e.contains("firmware-blob has a non-free licence (LicenseRef-unfree-redistributable); build it with --allow-nonfree"),
+        "{e}"
+    );
+    let o = run(&["build", "--dry-run", ".#app", "--allow-nonfree"]);
+    assert!(o.status.success(), "{}", err(&o));
+    let o = run(&["build", "--dry-run", ".#plain"]);
+    assert!(o.status.success(), "{}", err(&o));
+    let o = run(&["licenses", ".#app"]);
+    assert!(o.status.success(), "{}", err(&o));
+    let text = out(&o);
+    assert!(text.contains("firmware-blob") && text.contains("NON-FREE"), "{text}");
+    assert!(text.contains("Apache-2.0 AND Apache-2.0 WITH LLVM-exception"), "{text}");
+    assert!(text.contains("3 packages, 1 non-free"), "{text}");
+    let o = run(&["licenses", ".#plain", "--json"]);
+    let j: serde_json::Value = serde_json::from_str(&out(&o)).unwrap();
+    assert_eq!(j.as_array().unwrap().len(), 2);
+    assert!(j.as_array().unwrap().iter().all(|p| p["free"] == true));
+}

@@ -7,6 +7,7 @@ pub mod debian;
 pub mod derivation;
 pub mod eval;
 pub mod flake;
+pub mod licenses;
 pub mod gfx;
 pub mod hash;
 pub mod log;

@@ -20,6 +20,10 @@
 { rootfs ? null
 , shell ? (if rootfs == null then throw "stdenv: give a rootfs or a shell" else "${rootfs}/bin/sh")
 , path ? [ ]
+  # DFSG-style gate: a package whose meta.license is not free is refused
+  # unless this is true (a flake passes its `allowNonfree` parameter, which
+  # `rocmx build --allow-nonfree` sets).
+, allowNonfree ? false
 }:
 let
   inherit (builtins) isList isBool isAttrs isPath concatStringsSep removeAttrs map;
@@ -37,11 +41,24 @@ let
   basePath = concatStringsSep ":" (map (p: "${p}/bin") path
     ++ (if rootfs == null then [ ] else [ "/usr/bin" "/usr/sbin" ]));
 
+  licenseList = l: if l == null then [ ] else if isList l then l else [ l ];
+  licenseName = l: l.spdxId or l.fullName or (toString l);
+  # Licences given as plain strings are taken to be free SPDX ids.
+  isFree = l: if isAttrs l then l.free or true else true;
+
   mkDerivation = args:
     let
-      name = args.name or "${args.pname}-${args.version}";
+      name0 = args.name or "${args.pname}-${args.version}";
       passthru = args.passthru or { };
       meta = args.meta or { };
+      name = name0;
+      nonfree = builtins.filter (l: !isFree l) (licenseList (meta.license or null));
+      # The gate guards what building needs (drvPath, outPath), so that name
+      # and meta stay readable (`rocmx licenses` lists non-free packages).
+      guard = x:
+        if nonfree != [ ] && !allowNonfree then
+          throw "${name0} has a non-free licence (${concatStringsSep ", " (map licenseName nonfree)}); build it with --allow-nonfree if you accept it"
+        else x;
       env = removeAttrs args [ "passthru" "meta" "name" ];
       drv = derivation ((builtins.mapAttrs (_: toEnv) env) // {
         inherit name;
@@ -57,6 +74,13 @@ let
     in
     drv // passthru // {
       inherit meta passthru;
+      drvPath = guard drv.drvPath;
+      outPath = guard drv.outPath;
+      # The inputs as given (the derivation's own attributes are the strings
+      # the build sees), for tools that walk packages (`rocmx licenses`).
+      nativeBuildInputs = args.nativeBuildInputs or [ ];
+      buildInputs = args.buildInputs or [ ];
+      propagatedBuildInputs = args.propagatedBuildInputs or [ ];
       overrideAttrs = f: mkDerivation (args // f args);
     };
 
