@@ -144,12 +144,13 @@ pub fn parse_control(text: &str) -> Result<Control, String> {
     })
 }
 
+/// What [`walk`] hands the data member's tar stream to: the package's control
+/// paragraph, the member's name, the decompressed stream.
+type DataSink<'a> = &'a mut dyn FnMut(&Control, &str, &mut dyn Read) -> Result<(), DebError>;
+
 /// Walks the members of a `.deb`: checks `debian-binary`, reads the control
 /// paragraph, and hands the data member's tar stream to `data` (if given).
-fn walk(
-    deb: &Path,
-    mut data: Option<&mut dyn FnMut(&Control, &str, &mut dyn Read) -> Result<(), DebError>>,
-) -> Result<Control, DebError> {
+fn walk(deb: &Path, mut data: Option<DataSink<'_>>) -> Result<Control, DebError> {
     let fail = |member: &str, message: String| DebError {
         deb: deb.to_path_buf(),
         member: member.to_string(),
@@ -888,7 +889,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let data = ("data.tar", simple_data());
         let ctl = ("control.tar", control_tar("x"));
-        let bad: Vec<(Vec<(&str, Vec<u8>)>, &[u8], &str)> = vec![
+        type Case<'a> = (Vec<(&'a str, Vec<u8>)>, &'a [u8], &'a str);
+        let bad: Vec<Case> = vec![
             (
                 vec![ctl.clone(), data.clone()],
                 b"3.0\n",
