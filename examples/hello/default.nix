@@ -1,5 +1,5 @@
-# A tiny package set built with a static busybox as the only tool. flake.nix
-# calls it with `bb` from its locked input; it also builds on its own.
+# A tiny package set built with a static busybox as the only tool, without
+# the Debian root (flake.nix builds GNU hello on that root instead).
 #
 # The builder comes from a directory next to this file (not in the repository),
 # made by `./make-bb` (a *static* busybox as bb/bin/sh, with cat and echo).

@@ -1,34 +1,43 @@
-# A tiny flake built with a static busybox as the only tool.
+# GNU hello from Debian's .orig tarball, built with rocmx's stdenv in the
+# sandbox on the pinned Debian root (exprs/bootstrap: `base`, about 150 MiB of
+# .debs, fetched once and checked by hash).
 #
-#   ./make-bb                      # once: makes ./bb (the busybox builder)
-#   rocmx build                    # builds .#default (creates flake.lock first)
-#   rocmx build .#both --set who=rocm --json --no-link
+#   rocmx build                    # .#default: GNU hello; ./result/bin/hello runs on the host
+#   rocmx build --check            # rebuild and compare: bit-identical
 #   rocmx flake show               # the outputs and the parameters
-#   rocmx flake metadata
+#   rocmx licenses                 # GPL-3.0-or-later
 #
-# The busybox builder stays until the Debian bootstrap gives a real stdenv.
+# The tiny busybox package set of ./default.nix builds without the Debian root
+# (see its header: ./make-bb, then rocmx build ./default.nix).
 {
-  description = "Hello from rocmx: two tiny derivations built with busybox";
+  description = "GNU hello from Debian's source, built on the pinned Debian root";
 
-  inputs.bb = {
-    url = "path:./bb";
-    flake = false;
+  config.allowNonfree = {
+    type = "bool";
+    default = false;
+    description = "accept packages whose licence is not free";
   };
 
-  config.who = {
-    type = "string";
-    default = "world";
-    description = "whom the greeting greets";
-  };
-
-  outputs = { self, config, bb }:
+  outputs = { self, config }:
     let
-      pkgs = import ./default.nix { inherit (config) who; bb = bb.outPath; };
+      system = builtins.currentSystem;
+      roots = import ../../exprs/bootstrap;
+      stdenv = import ../../exprs/lib/stdenv {
+        rootfs = roots.base;
+        inherit (config) allowNonfree;
+      };
+      fetchers = import ../../exprs/lib/fetchers.nix;
+      licenses = import ../../exprs/lib/licenses.nix;
+      hello = import ./gnu-hello.nix {
+        inherit stdenv licenses;
+        inherit (fetchers) fetchurl;
+      };
     in
     {
-      packages.${builtins.currentSystem} = {
-        inherit (pkgs) greeting both;
-        default = pkgs.greeting;
+      packages.${system} = {
+        inherit hello;
+        default = hello;
+        rootfs = roots.base;
       };
     };
 }

@@ -19,6 +19,7 @@ export HOME=/homeless-shelter
 export TMPDIR=${TMPDIR:-/build}
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-1}
 export LC_ALL=C
+NIX_STORE=${NIX_STORE:-/rocmx/store}
 
 # Inputs: each input's bin/ goes on PATH; lib/pkgconfig, include and lib are
 # offered to the usual tools.
@@ -66,6 +67,10 @@ unpackPhase() {
         fi
     fi
     cd "$sourceRoot"
+    # Compilers record source paths (__FILE__, debug info); map the build
+    # directory away so outputs do not depend on where the build ran.
+    _map="-ffile-prefix-map=$PWD=."
+    export CFLAGS="${CFLAGS:--O2 -g} $_map" CXXFLAGS="${CXXFLAGS:--O2 -g} $_map"
 }
 
 patchPhase() {
@@ -117,9 +122,51 @@ installPhase() {
     fi
 }
 
+# With a Debian root: every dynamic ELF file of the output gets the root's
+# dynamic loader as its interpreter and the root's library directory in its
+# RUNPATH (entries outside the store are dropped), so `./result/bin/x` runs on
+# the host and the root becomes a runtime reference of the output.
+patchElfToRoot() {
+    command -v patchelf >/dev/null 2>&1 || { echo "fixup: no patchelf in the root; ELF files left as they are"; return 0; }
+    _triplet=$(cc -dumpmachine 2>/dev/null || echo x86_64-linux-gnu)
+    _libdir="$rootfs/usr/lib/$_triplet"
+    _interp=""
+    for _l in "$_libdir"/ld-linux*.so.*; do [ -e "$_l" ] && _interp=$_l && break; done
+    find "$out" -type f | while read -r f; do
+        patchelf --print-rpath "$f" >/dev/null 2>&1 || continue
+        chmod u+w "$f"
+        if [ -n "$_interp" ] && patchelf --print-interpreter "$f" >/dev/null 2>&1; then
+            patchelf --set-interpreter "$_interp" "$f"
+        fi
+        _keep=""
+        for _e in $(patchelf --print-rpath "$f" | tr ':' ' '); do
+            case "$_e" in
+                "$NIX_STORE"/*|'$ORIGIN'*) _keep="$_keep${_keep:+:}$_e" ;;
+            esac
+        done
+        patchelf --set-rpath "$_keep${_keep:+:}$_libdir" "$f"
+        echo "fixup: $f: interpreter and RUNPATH point into the root"
+    done
+}
+
+# Debug information is stripped from ELF files (as Nix does by default;
+# `dontStrip = true` keeps it).
+stripDebug() {
+    command -v strip >/dev/null 2>&1 || return 0
+    find "$out" -type f | while read -r f; do
+        case "$(od -An -c -N4 "$f" 2>/dev/null | tr -d ' ')" in
+            177ELF) chmod u+w "$f"; strip --strip-debug "$f" 2>/dev/null || true ;;
+        esac
+    done
+}
+
 fixupPhase() {
-    # Outputs must not point back into the build directory; QA checks and
-    # RUNPATH fixing are done by the hook the stdenv supplies, if any.
+    if [ "${dontStrip:-}" != 1 ]; then
+        stripDebug
+    fi
+    if [ -n "${rootfs:-}" ] && [ "${dontPatchELF:-}" != 1 ]; then
+        patchElfToRoot
+    fi
     runHook fixupHook
 }
 
