@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Flake no-op benchmark: `rocmx build .#default` on examples/hello with
-# everything already realised, next to the no-op `rocmx build ./default.nix`
-# of the same package set and Nix 2.8's no-op `nix-build default.nix` (Nix 2.8
-# flakes are experimental, so `nix build` is not compared). Two flake layouts:
-# the example in place (a git work tree: `git ls-files` and `git status` run)
-# and a copy outside git (a plain path flake).
+# Flake no-op benchmark: `rocmx build .#default` on examples/hello (GNU hello
+# on the pinned Debian root: evaluating it reads the root's lock of 177 .debs)
+# with everything already realised, next to the no-op `rocmx build
+# ./default.nix -A greeting` of the busybox set and Nix 2.8's no-op
+# `nix-build` of that file (Nix 2.8 flakes are experimental, so `nix build` is
+# not compared). Two flake layouts: the example in place (a git work tree:
+# `git ls-files` and `git status` run) and a copy outside git (a plain path
+# flake). The first realisation downloads the Debian root (~150 MiB).
 #
 # Usage: bench/flake.sh            (RUNS=21 by default; ROCMX overrides)
 # Needs nix-bin and a static busybox. Medians are printed; nothing is asserted.
@@ -19,8 +21,10 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 store="$work/store"
 examples/hello/make-bb >/dev/null
-mkdir -p "$work/copy"
-cp -r examples/hello/flake.nix examples/hello/default.nix examples/hello/bb "$work/copy/"
+mkdir -p "$work/tree/examples"
+cp -r examples/hello "$work/tree/examples/"
+cp -r exprs "$work/tree/"
+copy="$work/tree/examples/hello"
 
 now() { date +%s%N; }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
@@ -38,14 +42,14 @@ time_ms() {
 
 # Realise everything once.
 (cd examples/hello && "$ROCMX" --store "$store" build --no-link .#default >/dev/null 2>&1)
-(cd "$work/copy" && "$ROCMX" --store "$store" build --no-link .#default >/dev/null 2>&1)
-(cd "$work/copy" && "$ROCMX" --store "$store" build --no-link ./default.nix -A greeting >/dev/null 2>&1)
-nix-build --no-out-link "$work/copy/default.nix" -A greeting >/dev/null 2>&1
+(cd "$copy" && "$ROCMX" --store "$store" build --no-link .#default >/dev/null 2>&1)
+(cd "$copy" && "$ROCMX" --store "$store" build --no-link ./default.nix -A greeting >/dev/null 2>&1)
+nix-build --no-out-link "$copy/default.nix" -A greeting >/dev/null 2>&1
 
 git_flake=$(time_ms examples/hello "$ROCMX" --store "$store" build --no-link .#default)
-path_flake=$(time_ms "$work/copy" "$ROCMX" --store "$store" build --no-link .#default)
-file=$(time_ms "$work/copy" "$ROCMX" --store "$store" build --no-link ./default.nix -A greeting)
-nix=$(time_ms "$work/copy" nix-build --no-out-link ./default.nix -A greeting)
+path_flake=$(time_ms "$copy" "$ROCMX" --store "$store" build --no-link .#default)
+file=$(time_ms "$copy" "$ROCMX" --store "$store" build --no-link ./default.nix -A greeting)
+nix=$(time_ms "$copy" nix-build --no-out-link ./default.nix -A greeting)
 
 printf '%-52s %8s %8s\n' "no-op build of examples/hello (median of $RUNS)" "ms" "vs Nix"
 for row in "rocmx build .#default (git flake, in place)|$git_flake" \

@@ -152,7 +152,6 @@ pub fn read_packages(
 
 /// The entry of one paragraph's text (`None`: another architecture).
 fn entry(text: &str, number: usize, host: &str) -> Result<Option<PackageEntry>, PackagesError> {
-    let i = number - 1;
     {
         let para = match deb822_fast::borrowed::iter_paragraphs_borrowed(text).next() {
             Some(p) => p.map_err(|e| {
@@ -193,7 +192,7 @@ fn entry(text: &str, number: usize, host: &str) -> Result<Option<PackageEntry>, 
         }
         let what = match &f.package {
             Some(p) => format!("package '{p}'"),
-            None => format!("paragraph {}", i + 1),
+            None => format!("paragraph {number}"),
         };
         let need = |v: Option<String>, field: &str| {
             v.filter(|s| !s.is_empty())

@@ -1,0 +1,4 @@
+#include "saxpyref.h"
+void saxpy_ref(int n, float a, const float *x, float *y) {
+    for (int i = 0; i < n; i++) y[i] = a * x[i] + y[i];
+}
