@@ -69,7 +69,8 @@
       # The code objects the binary's offload bundle holds, one per line
       # ("hipv4-amdgcn-amd-amdhsa--gfx90a"), listed with the seed's own tools.
       offloadTargets = stdenv.runCommand "saxpy-offload-targets" { } ''
-        objcopy --dump-section .hip_fatbin=fatbin.o ${saxpy}/bin/saxpy
+        cp ${saxpy}/bin/saxpy ./saxpy && chmod u+w saxpy
+        objcopy --dump-section .hip_fatbin=fatbin.o saxpy
         clang-offload-bundler --list --type=o --input=fatbin.o | sort > $out
       '';
     in
