@@ -398,6 +398,11 @@ fn a_pinned_deb_the_mirror_lost_fails_naming_it() {
     let e = err(&o);
     assert_eq!(o.status.code(), Some(1), "{e}");
     assert!(e.contains("pkg-gone_1_1.0-1.deb"), "{e}");
+    // … and says how to recover.
+    assert!(
+        e.contains("the pinned pkg-gone 1:1.0-1 is no longer on the mirror: run 'rocmx debian lock --update'"),
+        "{e}"
+    );
     assert!(e.contains("404"), "{e}");
     assert!(!e.contains("panicked"), "{e}");
     make_writable(dir);

@@ -30,6 +30,7 @@ let
       sha256 = p.sha256;
       size = p.size;
       name = safeName "${p.package}_${p.version}.deb";
+      failureHint = "the pinned ${p.package} ${p.version} is no longer on the mirror: run 'rocmx debian lock --update' and use the new lock, or fetch this fixed output from a binary cache that holds it";
     };
 
   debianRootfs = { name, lock }:

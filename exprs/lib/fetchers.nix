@@ -45,7 +45,7 @@ let
     else
       throw "${fn}: no hash given for '${url}'; run `rocmx store prefetch ${prefetch}${url}` to download it and print its hash, then pass it as `hash = \"sha256-…\";`";
 
-  fetch = { fn, url, urls, hash, sha256, name, executable, unpack, size }:
+  fetch = { fn, url, urls, hash, sha256, name, executable, unpack, size, failureHint ? null }:
     let
       all = candidates fn url urls;
       first = head all;
@@ -66,7 +66,8 @@ let
     }
     // (if executable then { executable = "1"; } else { })
     // (if unpack then { unpack = "1"; } else { })
-    // (if size == null then { } else { size = toString size; }));
+    // (if size == null then { } else { size = toString size; })
+    // (if failureHint == null then { } else { inherit failureHint; }));
 in
 {
   inherit urlName;
@@ -81,10 +82,12 @@ in
     , name ? urlName (head (candidates "fetchurl" url urls))
     , executable ? false
     , size ? null
+      # Appended to the error when every URL fails (how to recover).
+    , failureHint ? null
     }:
     fetch {
       fn = "fetchurl";
-      inherit url urls hash sha256 name executable size;
+      inherit url urls hash sha256 name executable size failureHint;
       unpack = false;
     };
 

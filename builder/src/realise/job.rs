@@ -414,7 +414,12 @@ fn run_builtin(
                 .within_build(ctx.opts.timeout, ctx.opts.max_silent);
             match crate::fetchurl::fetch(&req, &ctx.opts.mirrors, &limits, &out.host, &mut log) {
                 Ok(_) => Ok(None),
-                Err(e) => Ok(Some(e.to_string())),
+                // `failureHint`: what the derivation's author says to do
+                // when the source is gone (a pinned .deb, say).
+                Err(e) => Ok(Some(match run_drv.env.get("failureHint") {
+                    Some(h) if !h.is_empty() => format!("{e}; {h}"),
+                    _ => e.to_string(),
+                })),
             }
         }
         other => {
