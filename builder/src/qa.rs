@@ -214,11 +214,9 @@ fn dangling(root: &Path, rel: &Path, target: &Path, inside: &str) -> Option<Stri
         let mut p = rel.parent().map(Path::to_path_buf).unwrap_or_default();
         for c in target.components() {
             match c {
-                Component::ParentDir => {
-                    if !p.pop() {
-                        return None; // leaves the output: not checked here
-                    }
-                }
+                // A target that leaves the output is not checked here.
+                Component::ParentDir if !p.pop() => return None,
+                Component::ParentDir => {}
                 Component::Normal(n) => p.push(n),
                 _ => {}
             }
