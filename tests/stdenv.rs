@@ -300,3 +300,77 @@ fn nonfree_gate_and_license_listing() {
     assert_eq!(j.as_array().unwrap().len(), 2);
     assert!(j.as_array().unwrap().iter().all(|p| p["free"] == true));
 }
+
+/// `debianSource`: the orig tarball unpacked and `debian/patches/series`
+/// applied in order (comments, blank lines and per-patch options honoured).
+#[test]
+fn debian_source_applies_the_patch_series() {
+    if busybox().is_none() || rocmx_builder::sandbox::check_user_namespaces().is_err() {
+        eprintln!("skipped: no busybox or no user namespaces");
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path();
+    setup(d);
+    for a in ["xz", "mv", "head", "sed"] {
+        let _ = symlink("sh", d.join("bb/bin").join(a));
+    }
+    // foo_1.0.orig.tar.gz and foo_1.0-2.debian.tar.xz
+    fs::create_dir_all(d.join("o/foo-1.0")).unwrap();
+    fs::write(d.join("o/foo-1.0/greeting"), "hello\n").unwrap();
+    fs::create_dir_all(d.join("deb/debian/patches")).unwrap();
+    fs::write(
+        d.join("deb/debian/patches/series"),
+        "# applied in order\n01-fix.patch\n\n02-more.patch -p1\n",
+    )
+    .unwrap();
+    fs::write(
+        d.join("deb/debian/patches/01-fix.patch"),
+        "--- a/greeting\n+++ b/greeting\n@@ -1 +1 @@\n-hello\n+hello, patched\n",
+    )
+    .unwrap();
+    fs::write(
+        d.join("deb/debian/patches/02-more.patch"),
+        "--- a/greeting\n+++ b/greeting\n@@ -1 +1,2 @@\n hello, patched\n+and again\n",
+    )
+    .unwrap();
+    let sh = |script: &str| {
+        let o = Command::new("sh").args(["-ec", script]).current_dir(d).output().unwrap();
+        assert!(o.status.success(), "{script}: {}", err(&o));
+    };
+    sh("tar -C o -czf foo_1.0.orig.tar.gz foo-1.0 && tar -C deb -cf - debian | xz > foo_1.0-2.debian.tar.xz");
+    let sri = |f: &str| {
+        let b = fs::read(d.join(f)).unwrap();
+        rocmx_store::Hash::digest(rocmx_store::HashAlgo::Sha256, &b).to_sri()
+    };
+    let lib = Path::new(env!("CARGO_MANIFEST_DIR")).join("exprs/lib");
+    let expr = format!(
+        r#"let bb = ./bb; stdenv = import {lib}/stdenv {{ shell = "${{bb}}/bin/sh"; path = [ bb ]; }};
+           debian = import {lib}/debian.nix; in
+           debian.debianSource {{ inherit stdenv; pname = "foo"; version = "1:1.0-2";
+             orig = {{ url = "file://{d}/foo_1.0.orig.tar.gz"; hash = "{o}"; }};
+             debian = {{ url = "file://{d}/foo_1.0-2.debian.tar.xz"; hash = "{x}"; }}; }}"#,
+        lib = lib.display(),
+        d = d.display(),
+        o = sri("foo_1.0.orig.tar.gz"),
+        x = sri("foo_1.0-2.debian.tar.xz"),
+    );
+    let o = Command::new(BIN)
+        .arg("--store")
+        .arg(d.join("store"))
+        .args(["build", "--no-link", "--json", "-L", "--expr", &expr])
+        .current_dir(d)
+        .env("ROCMX_CONFIG", "/dev/null")
+        .output()
+        .unwrap();
+    let p = out_path(d, &o);
+    assert!(p.to_string_lossy().ends_with("-foo-1.0-source"), "{}", p.display());
+    assert_eq!(
+        fs::read_to_string(p.join("greeting")).unwrap(),
+        "hello, patched\nand again\n"
+    );
+    let log = err(&o);
+    let first = log.find("applying debian/patches/01-fix.patch").expect("01 applied");
+    let second = log.find("applying debian/patches/02-more.patch").expect("02 applied");
+    assert!(first < second, "{log}");
+}

@@ -1,4 +1,4 @@
-# GNU hello from Debian's .orig tarball, built with rocmx's stdenv in the
+# GNU hello from Debian's source package, built with rocmx's stdenv in the
 # sandbox on the pinned Debian root (exprs/bootstrap: `base`, about 150 MiB of
 # .debs, fetched once and checked by hash).
 #
@@ -26,11 +26,11 @@
         rootfs = roots.base;
         inherit (config) allowNonfree;
       };
-      fetchers = import ../../exprs/lib/fetchers.nix;
+      debian = import ../../exprs/lib/debian.nix;
       licenses = import ../../exprs/lib/licenses.nix;
       hello = import ./gnu-hello.nix {
         inherit stdenv licenses;
-        inherit (fetchers) fetchurl;
+        inherit (debian) debianSource;
       };
     in
     {

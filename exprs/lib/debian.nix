@@ -44,7 +44,60 @@ let
       # In lock order: a later package's file replaces an earlier one's.
       debs = map fetchDeb packages;
     };
+
+  # The pool directory of a source package: `h` for hello, `libf` for libfoo.
+  poolPrefix = src:
+    if builtins.substring 0 3 src == "lib" then builtins.substring 0 4 src else builtins.substring 0 1 src;
+
+  # "1:2.12.3-1" -> "2.12.3-1" (file names carry no epoch), and its upstream
+  # part "2.12.3" (without the Debian revision).
+  noEpoch = v: let m = builtins.match "[0-9]+:(.*)" v; in if m == null then v else builtins.head m;
+  upstreamOf = v: let m = builtins.match "(.*)-[^-]*" (noEpoch v); in if m == null then noEpoch v else builtins.head m;
+
+  # A Debian source package: the upstream `.orig.tar.*` and, when given, the
+  # `.debian.tar.xz` whose `debian/patches/series` is applied in order (each
+  # line `NAME [patch options]`, `-p1` by default; `#` comments). Both are
+  # fixed-output fetches from the pool (`mirror://debian/pool/main/…`) unless
+  # `url` says otherwise; the mirror serves only part of the source pool, so
+  # `rocmx store add-fixed sha256 FILE` can seed one from elsewhere.
+  #
+  #   debianSource { inherit stdenv; pname = "hello"; version = "2.12.3-1";
+  #     orig = { hash = "sha256-…"; }; debian = { hash = "sha256-…"; }; }
+  debianSource = { stdenv, pname, version, orig, debian ? null, source ? pname }:
+    let
+      pool = "mirror://debian/pool/main/${poolPrefix source}/${source}";
+      upstream = upstreamOf version;
+      origSrc = fetchers.fetchurl {
+        url = orig.url or "${pool}/${source}_${upstream}.orig.tar.${orig.ext or "gz"}";
+        hash = orig.hash;
+      };
+      debianSrc = if debian == null then null else fetchers.fetchurl {
+        url = debian.url or "${pool}/${source}_${noEpoch version}.debian.tar.xz";
+        hash = debian.hash;
+      };
+    in
+    stdenv.runCommand "${pname}-${upstream}-source" { orig = origSrc; debianTar = debianSrc; } ''
+      mkdir unpack
+      case "$orig" in
+        *.xz) xz -dc "$orig" | (cd unpack && tar -xf -) ;;
+        *.gz) gzip -dc "$orig" | (cd unpack && tar -xf -) ;;
+        *.bz2) bzip2 -dc "$orig" | (cd unpack && tar -xf -) ;;
+        *) (cd unpack && tar -xf "$orig") ;;
+      esac
+      set -- unpack/*
+      if [ "$#" -eq 1 ] && [ -d "$1" ]; then mv "$1" "$out"; else mv unpack "$out"; fi
+      if [ -n "$debianTar" ]; then
+        xz -dc "$debianTar" | (cd "$out" && tar -xf -)
+        if [ -f "$out/debian/patches/series" ]; then
+          while read -r name opts; do
+            case "$name" in ""|"#"*) continue ;; esac
+            echo "applying debian/patches/$name"
+            (cd "$out" && patch ''${opts:--p1} < "debian/patches/$name")
+          done < "$out/debian/patches/series"
+        fi
+      fi
+    '';
 in
 {
-  inherit debianRootfs fetchDeb safeName;
+  inherit debianSource debianRootfs fetchDeb safeName;
 }

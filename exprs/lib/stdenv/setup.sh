@@ -43,7 +43,9 @@ runHook() {
 unpackPhase() {
     [ -n "${src:-}" ] || { echo "unpackPhase: no src (set src, or dontUnpack = \"1\")" >&2; exit 1; }
     if [ -d "$src" ]; then
-        cp -R "$src" ./source
+        # -p keeps the store's uniform mtimes, so make sees generated files
+        # (configure, aclocal.m4) as up to date.
+        cp -pR "$src" ./source
         chmod -R u+w ./source
         sourceRoot=${sourceRoot:-source}
     else
