@@ -212,7 +212,6 @@ impl Fetcher {
             Source::GitHub { .. } => self.fetch_github(source, expected),
         }
     }
-
 }
 
 /// The one-line error for `source`.

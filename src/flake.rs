@@ -71,16 +71,18 @@ impl FlakeOpts {
             }
             out.insert(name.trim().to_string(), value.to_string());
         }
-        if self.allow_nonfree
-            && out.insert("allowNonfree".into(), "true".into()).is_some()
-        {
-            return Err(err("--allow-nonfree and --set allowNonfree=… both set allowNonfree; give one"));
+        if self.allow_nonfree && out.insert("allowNonfree".into(), "true".into()).is_some() {
+            return Err(err(
+                "--allow-nonfree and --set allowNonfree=… both set allowNonfree; give one",
+            ));
         }
         if let Some(g) = &self.gfx {
             let targets = crate::gfx::resolve(g).map_err(|e| err(format!("--gfx {g}: {e}")))?;
             let text: Vec<String> = targets.iter().map(|t| t.to_string()).collect();
             if out.insert("gfxTargets".into(), text.join(",")).is_some() {
-                return Err(err("--gfx and --set gfxTargets=… both set gfxTargets; give one"));
+                return Err(err(
+                    "--gfx and --set gfxTargets=… both set gfxTargets; give one",
+                ));
             }
         }
         Ok(out)
@@ -91,7 +93,10 @@ impl FlakeOpts {
 #[derive(Debug, Clone)]
 pub enum Installable {
     /// A flake and an attribute path in it (`FLAKEREF#ATTRPATH`).
-    Flake { reference: FlakeRef, fragment: String },
+    Flake {
+        reference: FlakeRef,
+        fragment: String,
+    },
     /// A Nix file (or a directory's `default.nix`).
     File(PathBuf),
 }
@@ -99,13 +104,13 @@ pub enum Installable {
 /// Tells a flake reference from a file: a `#`, a URL scheme of the flake
 /// grammar, or a directory holding `flake.nix` make it a flake.
 pub fn parse_installable(arg: &str, cwd: &Path) -> EResult<Installable> {
-    let schemes = ["path:", "git+", "github:", "tarball+", "http://", "https://", "flake:"];
-    let is_flake = arg.contains('#')
-        || schemes.iter().any(|s| arg.starts_with(s))
-        || {
-            let p = cwd.join(arg);
-            p.is_dir() && p.join("flake.nix").is_file()
-        };
+    let schemes = [
+        "path:", "git+", "github:", "tarball+", "http://", "https://", "flake:",
+    ];
+    let is_flake = arg.contains('#') || schemes.iter().any(|s| arg.starts_with(s)) || {
+        let p = cwd.join(arg);
+        p.is_dir() && p.join("flake.nix").is_file()
+    };
     if !is_flake {
         return Ok(Installable::File(cwd.join(arg)));
     }
@@ -184,7 +189,10 @@ pub fn load_root(
             e.msg = format!("--gfx sets the parameter 'gfxTargets': {}", e.msg);
         }
         if opts.allow_nonfree && e.msg.contains("unknown parameter 'allowNonfree'") {
-            e.msg = format!("--allow-nonfree sets the parameter 'allowNonfree': {}", e.msg);
+            e.msg = format!(
+                "--allow-nonfree sets the parameter 'allowNonfree': {}",
+                e.msg
+            );
         }
         e
     })?;

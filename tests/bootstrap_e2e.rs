@@ -72,8 +72,14 @@ fn from_cold_lock_fetch_root_hello_saxpy() {
         &store,
         tmp.path(),
         &[
-            "debian", "lock", "--suite", committed["suite"].as_str().unwrap(), "--packages",
-            &req.join(","), "--output", lock.to_str().unwrap(),
+            "debian",
+            "lock",
+            "--suite",
+            committed["suite"].as_str().unwrap(),
+            "--packages",
+            &req.join(","),
+            "--output",
+            lock.to_str().unwrap(),
         ],
     ));
     let fresh: serde_json::Value =
@@ -88,14 +94,22 @@ fn from_cold_lock_fetch_root_hello_saxpy() {
     // 2. GNU hello on the base root.
     let hello = repo().join("examples/hello");
     let t = Instant::now();
-    let j = ok(&run(&store, &hello, &["build", "--no-link", "--json", "-j", "2"]));
+    let j = ok(&run(
+        &store,
+        &hello,
+        &["build", "--no-link", "--json", "-j", "2"],
+    ));
     let hello_out = out_path(&store, &j);
     eprintln!("hello (root included): {:.1}s", t.elapsed().as_secs_f64());
     ok(&run(&store, &hello, &["build", "--check", "--no-link"]));
     // It runs on the host: its interpreter and RUNPATH name the root by its
     // logical path, which a store elsewhere does not have, so the root's
     // loader is called at its physical place (what `rocmx run` will hide).
-    let refs = ok(&run(&store, &hello, &["path-info", "-r", hello_out.to_str().unwrap()]));
+    let refs = ok(&run(
+        &store,
+        &hello,
+        &["path-info", "-r", hello_out.to_str().unwrap()],
+    ));
     let root = refs
         .lines()
         .find(|l| l.ends_with("-debian-sid-base"))
@@ -113,7 +127,20 @@ fn from_cold_lock_fetch_root_hello_saxpy() {
     let sax = repo().join("examples/hip-saxpy");
     let t = Instant::now();
     let targets = |gfx: &str| {
-        let j = ok(&run(&store, &sax, &["build", "--no-link", "--json", ".#offload-targets", "--gfx", gfx, "-j", "2"]));
+        let j = ok(&run(
+            &store,
+            &sax,
+            &[
+                "build",
+                "--no-link",
+                "--json",
+                ".#offload-targets",
+                "--gfx",
+                gfx,
+                "-j",
+                "2",
+            ],
+        ));
         std::fs::read_to_string(out_path(&store, &j)).unwrap()
     };
     assert_eq!(
@@ -126,18 +153,34 @@ fn from_cold_lock_fetch_root_hello_saxpy() {
         "hipv4-amdgcn-amd-amdhsa--gfx942\nhost-x86_64-unknown-linux-gnu-\n"
     );
     let reference = |gfx: &str| {
-        let j = ok(&run(&store, &sax, &["build", "--no-link", "--json", ".#saxpyref", "--gfx", gfx]));
+        let j = ok(&run(
+            &store,
+            &sax,
+            &["build", "--no-link", "--json", ".#saxpyref", "--gfx", gfx],
+        ));
         out_path(&store, &j)
     };
     assert_eq!(reference("gfx90a"), reference("gfx1100,gfx942"));
     if Path::new("/dev/kfd").exists() {
-        let j = ok(&run(&store, &sax, &["build", "--no-link", "--json", ".#saxpy", "--gfx", "native"]));
+        let j = ok(&run(
+            &store,
+            &sax,
+            &["build", "--no-link", "--json", ".#saxpy", "--gfx", "native"],
+        ));
         let bin = out_path(&store, &j).join("bin/saxpy");
         let o = Command::new(bin).output().unwrap();
         assert!(out(&o).contains("saxpy ok"), "{}", err(&o));
     } else {
         eprintln!("note: no /dev/kfd: saxpy compiled and inspected, not run");
     }
-    let du = Command::new("du").args(["-sm"]).arg(&store).output().unwrap();
-    eprintln!("total: {:.0}s, store {} MiB", t0.elapsed().as_secs_f64(), out(&du).split_whitespace().next().unwrap_or("?"));
+    let du = Command::new("du")
+        .args(["-sm"])
+        .arg(&store)
+        .output()
+        .unwrap();
+    eprintln!(
+        "total: {:.0}s, store {} MiB",
+        t0.elapsed().as_secs_f64(),
+        out(&du).split_whitespace().next().unwrap_or("?")
+    );
 }

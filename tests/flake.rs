@@ -24,7 +24,11 @@ fn ok(o: &Output) -> String {
 }
 
 fn failed(o: &Output) -> String {
-    assert!(!o.status.success(), "rocmx unexpectedly succeeded:\n{}", out(o));
+    assert!(
+        !o.status.success(),
+        "rocmx unexpectedly succeeded:\n{}",
+        out(o)
+    );
     err(o)
 }
 
@@ -52,7 +56,10 @@ fn names(paths: &[String]) -> Vec<String> {
         .iter()
         .map(|p| {
             let base = p.rsplit('/').next().unwrap_or(p);
-            base.split_once('-').map(|(_, n)| n).unwrap_or(base).to_string()
+            base.split_once('-')
+                .map(|(_, n)| n)
+                .unwrap_or(base)
+                .to_string()
         })
         .collect()
 }
@@ -65,7 +72,9 @@ fn hex_to_base64(hex: &str) -> String {
         .collect();
     let mut s = String::new();
     for c in bytes.chunks(3) {
-        let n = (c[0] as u32) << 16 | (*c.get(1).unwrap_or(&0) as u32) << 8 | *c.get(2).unwrap_or(&0) as u32;
+        let n = (c[0] as u32) << 16
+            | (*c.get(1).unwrap_or(&0) as u32) << 8
+            | *c.get(2).unwrap_or(&0) as u32;
         for i in 0..4 {
             if i <= c.len() {
                 s.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);
@@ -122,7 +131,11 @@ fn attribute_resolution_order() {
     }"#,
         ),
     );
-    let plan = |attr: &str| names(&planned(&fx.run_in("f", &["build", "--dry-run", "--json", attr])));
+    let plan = |attr: &str| {
+        names(&planned(
+            &fx.run_in("f", &["build", "--dry-run", "--json", attr]),
+        ))
+    };
     assert_eq!(plan(".#p"), vec!["from-packages.drv"]);
     assert_eq!(plan(".#q"), vec!["from-legacy.drv"]);
     assert_eq!(plan(".#r"), vec!["from-top.drv"]);
@@ -137,7 +150,11 @@ fn attribute_resolution_order() {
         "{e}"
     );
     assert!(e.contains("did you mean 'packages.x86_64-linux.p'?"), "{e}");
-    assert_eq!(e.lines().filter(|l| l.starts_with("error:")).count(), 1, "{e}");
+    assert_eq!(
+        e.lines().filter(|l| l.starts_with("error:")).count(),
+        1,
+        "{e}"
+    );
 }
 
 #[test]
@@ -156,7 +173,10 @@ fn bare_build_takes_the_flake_else_default_nix() {
     fx.write("f/default.nix", "throw \"default.nix must not be read\"");
     let o = fx.run_in("f", &["build", "--dry-run", "--json"]);
     assert_eq!(names(&planned(&o)), vec!["flake-default.drv"]);
-    assert!(fx.path("f/flake.lock").exists(), "a missing lock is created");
+    assert!(
+        fx.path("f/flake.lock").exists(),
+        "a missing lock is created"
+    );
 
     fx.bb("d/bb");
     fx.write(
@@ -174,7 +194,11 @@ fn bare_build_takes_the_flake_else_default_nix() {
     fs::create_dir_all(fx.path("empty")).unwrap();
     let o = fx.run_in("empty", &["build"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(err(&o).contains("no flake.nix or default.nix"), "{}", err(&o));
+    assert!(
+        err(&o).contains("no flake.nix or default.nix"),
+        "{}",
+        err(&o)
+    );
 }
 
 /// A real build of a flake with a busybox builder, then a no-op rebuild.
@@ -223,7 +247,11 @@ fn bare_build_really_builds() {
     );
     let o = fx.run_in("f", &["build", "--set", "who=flakes", "--json"]);
     let j = json(&o);
-    assert_eq!(j["built"], serde_json::json!([]), "a no-op rebuild builds nothing");
+    assert_eq!(
+        j["built"],
+        serde_json::json!([]),
+        "a no-op rebuild builds nothing"
+    );
     assert_eq!(j["parameters"], serde_json::json!({ "who": "flakes" }));
 }
 
@@ -241,7 +269,10 @@ fn git_repo(fx: &Fx, rel: &str, file: &str, text: &str) -> String {
 
 fn locked_rev(lock: &str, input: &str) -> String {
     let j: serde_json::Value = serde_json::from_str(lock).unwrap();
-    j["nodes"][input]["locked"]["rev"].as_str().unwrap_or("").to_string()
+    j["nodes"][input]["locked"]["rev"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
 }
 
 #[test]
@@ -275,9 +306,15 @@ fn lock_create_relock_and_selective_update() {
     let lock1 = fs::read_to_string(fx.path("f/flake.lock")).unwrap();
     assert_eq!(locked_rev(&lock1, "a"), rev_a1);
     assert_eq!(locked_rev(&lock1, "b"), rev_b1);
-    assert!(lock1.ends_with("}\n") && lock1.contains("\n  \"nodes\": {\n"), "{lock1}");
+    assert!(
+        lock1.ends_with("}\n") && lock1.contains("\n  \"nodes\": {\n"),
+        "{lock1}"
+    );
     let j: serde_json::Value = serde_json::from_str(&lock1).unwrap();
-    assert!(j["nodes"]["bb"]["locked"]["narHash"].as_str().unwrap().starts_with("sha256-"));
+    assert!(j["nodes"]["bb"]["locked"]["narHash"]
+        .as_str()
+        .unwrap()
+        .starts_with("sha256-"));
     assert_eq!(j["nodes"]["a"]["original"]["type"], "git");
 
     // Re-locking an unchanged flake gives the very same bytes and says nothing.
@@ -308,8 +345,16 @@ fn lock_create_relock_and_selective_update() {
         .filter(|(x, y)| x != y)
         .collect();
     // (lastModified changes too unless both commits fell in the same second)
-    assert!((2..=3).contains(&changed.len()), "only a's lastModified, narHash and rev change: {changed:?}");
-    assert!(changed.iter().all(|(x, _)| x.contains("lastModified") || x.contains("narHash") || x.contains(&rev_a1)), "{changed:?}");
+    assert!(
+        (2..=3).contains(&changed.len()),
+        "only a's lastModified, narHash and rev change: {changed:?}"
+    );
+    assert!(
+        changed.iter().all(|(x, _)| x.contains("lastModified")
+            || x.contains("narHash")
+            || x.contains(&rev_a1)),
+        "{changed:?}"
+    );
 
     // `update` with no names moves everything; an unknown name is an error.
     ok(&fx.run_in("f", &["flake", "update"]));
@@ -321,7 +366,10 @@ fn lock_create_relock_and_selective_update() {
     // Metadata shows the inputs; dropping an input and re-locking removes it.
     let m = ok(&fx.run_in("f", &["flake", "metadata"]));
     assert!(m.contains("Description:   a test flake"), "{m}");
-    assert!(m.contains(&format!("a: git+file://{}", fx.path("a").display())), "{m}");
+    assert!(
+        m.contains(&format!("a: git+file://{}", fx.path("a").display())),
+        "{m}"
+    );
     let mj = json(&fx.run_in("f", &["flake", "metadata", "--json"]));
     assert_eq!(mj["locks"]["nodes"]["root"]["inputs"]["b"], "b");
     let text = fs::read_to_string(fx.path("f/flake.nix")).unwrap();
@@ -331,12 +379,17 @@ fn lock_create_relock_and_selective_update() {
     );
     fx.write("f/flake.nix", &text.replace(&b_line, ""));
     let e = failed(&fx.run_in("f", &["build", "--dry-run"]));
-    assert!(e.contains("input 'b' is locked but no longer declared"), "{e}");
+    assert!(
+        e.contains("input 'b' is locked but no longer declared"),
+        "{e}"
+    );
     assert!(e.contains("rocmx flake lock"), "{e}");
     let o = fx.run_in("f", &["flake", "lock"]);
     ok(&o);
     assert!(err(&o).contains("Removed input 'b'"), "{}", err(&o));
-    assert!(!fs::read_to_string(fx.path("f/flake.lock")).unwrap().contains("\"b\""));
+    assert!(!fs::read_to_string(fx.path("f/flake.lock"))
+        .unwrap()
+        .contains("\"b\""));
 }
 
 #[test]
@@ -403,8 +456,19 @@ fn parameters_reach_outputs_by_type() {
     let o = fx.run_in(
         "f",
         &[
-            "build", "--dry-run", "--json", "--set", "debug=true", "--set", "jobs=16",
-            "--set", "flavour=fancy", "--set", "extras=x, y", "--gfx", "gfx942,gfx90a:xnack-",
+            "build",
+            "--dry-run",
+            "--json",
+            "--set",
+            "debug=true",
+            "--set",
+            "jobs=16",
+            "--set",
+            "flavour=fancy",
+            "--set",
+            "extras=x, y",
+            "--gfx",
+            "gfx942,gfx90a:xnack-",
         ],
     );
     assert!(
@@ -414,19 +478,40 @@ fn parameters_reach_outputs_by_type() {
     );
     // --set gfxTargets=… is the same as --gfx.
     let a = planned(&fx.run_in("f", &["build", "--dry-run", "--json", "--gfx", "gfx1100"]));
-    let b = planned(&fx.run_in("f", &["build", "--dry-run", "--json", "--set", "gfxTargets=gfx1100"]));
+    let b = planned(&fx.run_in(
+        "f",
+        &[
+            "build",
+            "--dry-run",
+            "--json",
+            "--set",
+            "gfxTargets=gfx1100",
+        ],
+    ));
     assert_eq!(a, b);
     // `all` is every known target.
     let all = json(&fx.run_in("f", &["flake", "show", "--json", "--gfx", "all"]));
-    let all = all["parameters"]["gfxTargets"]["value"].as_array().unwrap().clone();
-    assert!(all.len() > 20 && all.contains(&"gfx1100".into()) && all.contains(&"gfx906".into()), "{all:?}");
+    let all = all["parameters"]["gfxTargets"]["value"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert!(
+        all.len() > 20 && all.contains(&"gfx1100".into()) && all.contains(&"gfx906".into()),
+        "{all:?}"
+    );
 
     let show = json(&fx.run_in("f", &["flake", "show", "--json", "--set", "jobs=3"]));
-    assert_eq!(show["parameters"]["jobs"], serde_json::json!({"type": "int", "default": 2, "value": 3}));
+    assert_eq!(
+        show["parameters"]["jobs"],
+        serde_json::json!({"type": "int", "default": 2, "value": 3})
+    );
     assert_eq!(show["parameters"]["gfxTargets"]["type"], "gfx targets");
     assert_eq!(show["parameters"]["debug"]["description"], "assertions");
     let text = ok(&fx.run_in("f", &["flake", "show"]));
-    assert!(text.contains("gfxTargets (gfx targets) = gfx90a [default: gfx90a]: GPUs"), "{text}");
+    assert!(
+        text.contains("gfxTargets (gfx targets) = gfx90a [default: gfx90a]: GPUs"),
+        "{text}"
+    );
     assert!(text.contains("default: package"), "{text}");
 }
 
@@ -436,26 +521,41 @@ fn parameter_errors_list_the_declared_ones() {
     params_flake(&fx);
     let before = fx.store_listing();
     let e = failed(&fx.run_in("f", &["build", "--dry-run", "--set", "degub=true"]));
-    assert!(e.contains("unknown parameter 'degub' (did you mean 'debug'?)"), "{e}");
+    assert!(
+        e.contains("unknown parameter 'degub' (did you mean 'debug'?)"),
+        "{e}"
+    );
     assert!(
         e.contains("debug (bool), extras (list of string), flavour (string), gfxTargets (gfx targets), jobs (int)"),
         "{e}"
     );
     let e = failed(&fx.run_in("f", &["build", "--dry-run", "--set", "jobs=many"]));
-    assert!(e.contains("bad value for parameter 'jobs' (int): 'many' is not an int"), "{e}");
+    assert!(
+        e.contains("bad value for parameter 'jobs' (int): 'many' is not an int"),
+        "{e}"
+    );
     let e = failed(&fx.run_in("f", &["build", "--dry-run", "--set", "debug=perhaps"]));
     assert!(e.contains("'perhaps' is not a bool"), "{e}");
     let e = failed(&fx.run_in("f", &["build", "--dry-run", "--set", "nonsense"]));
     assert!(e.contains("is not NAME=VALUE"), "{e}");
     let e = failed(&fx.run_in("f", &["build", "--dry-run", "--gfx", "gfx91a"]));
-    assert!(e.contains("unknown gfx target 'gfx91a'") && e.contains("gfx90a"), "{e}");
+    assert!(
+        e.contains("unknown gfx target 'gfx91a'") && e.contains("gfx90a"),
+        "{e}"
+    );
     let e = failed(&fx.run_in("f", &["build", "--dry-run", "--gfx", "gfx1100:xnack+"]));
     assert!(e.contains("gfx1100 does not support xnack"), "{e}");
-    let e = failed(&fx.run_in("f", &["build", "--dry-run", "--set", "gfxTargets=gfx90a,gfx91a"]));
+    let e = failed(&fx.run_in(
+        "f",
+        &["build", "--dry-run", "--set", "gfxTargets=gfx90a,gfx91a"],
+    ));
     assert!(e.contains("gfxTargets") && e.contains("gfx91a"), "{e}");
     // --gfx native without a GPU (an empty fake sysfs) fails clearly.
     fs::create_dir_all(fx.path("sys/class/kfd/kfd/topology/nodes/0")).unwrap();
-    fx.write("sys/class/kfd/kfd/topology/nodes/0/properties", "gfx_target_version 0\n");
+    fx.write(
+        "sys/class/kfd/kfd/topology/nodes/0/properties",
+        "gfx_target_version 0\n",
+    );
     let o = Command::new(BIN)
         .args(["--store"])
         .arg(fx.path("store"))
@@ -469,13 +569,24 @@ fn parameter_errors_list_the_declared_ones() {
     assert!(e.contains("no AMD GPU found") && e.contains("--gfx"), "{e}");
     // A wrongly typed default is an error at the declaration.
     let text = fs::read_to_string(fx.path("f/flake.nix")).unwrap();
-    fx.write("f/flake.nix", &text.replace("default = 2;", "default = \"two\";"));
+    fx.write(
+        "f/flake.nix",
+        &text.replace("default = 2;", "default = \"two\";"),
+    );
     let e = failed(&fx.run_in("f", &["build", "--dry-run"]));
-    assert!(e.contains("the default of parameter 'jobs' (int) is wrong: it is a string"), "{e}");
+    assert!(
+        e.contains("the default of parameter 'jobs' (int) is wrong: it is a string"),
+        "{e}"
+    );
     assert!(e.contains("flake.nix:"), "{e}");
     // Nothing reached the store but the bb input fetched by earlier runs.
     let after = fx.store_listing();
-    assert!(after.iter().all(|p| before.contains(p) || p.ends_with("-source")), "{after:?}");
+    assert!(
+        after
+            .iter()
+            .all(|p| before.contains(p) || p.ends_with("-source")),
+        "{after:?}"
+    );
 }
 
 /// The gfx-matrix example: only the package that compiles GPU code changes
@@ -505,14 +616,24 @@ fn gfx_choice_changes_only_gpu_packages() {
     let two = plan(".#kernels", "gfx90a,gfx1100");
     assert_ne!(one, two, "kernels depends on the targets");
     for pkg in [".#runtime", ".#tools"] {
-        assert_eq!(plan(pkg, "gfx90a"), plan(pkg, "gfx90a,gfx1100"), "{pkg} is shared");
+        assert_eq!(
+            plan(pkg, "gfx90a"),
+            plan(pkg, "gfx90a,gfx1100"),
+            "{pkg} is shared"
+        );
         assert_eq!(plan(pkg, "gfx90a"), plan(pkg, "all"), "{pkg} is shared");
     }
     let app1 = plan(".#app", "gfx90a");
     let app2 = plan(".#app", "gfx90a,gfx1100");
-    let runtime: Vec<&String> = app1.iter().filter(|p| p.ends_with("-runtime.drv")).collect();
+    let runtime: Vec<&String> = app1
+        .iter()
+        .filter(|p| p.ends_with("-runtime.drv"))
+        .collect();
     assert_eq!(runtime.len(), 1);
-    assert!(app2.contains(runtime[0]), "app's runtime is the same for both");
+    assert!(
+        app2.contains(runtime[0]),
+        "app's runtime is the same for both"
+    );
     // Unsupported targets only: the error names the package and both lists.
     let e = failed(&fx.run_in(
         "examples/gfx-matrix",
@@ -537,7 +658,11 @@ fn get_flake_needs_a_locked_reference() {
     fx.bb("f/bb");
     fx.write(
         "f/flake.nix",
-        &flake_with(BB_INPUT, "", r#"{ packages.${builtins.currentSystem}.default = mk "via-getflake"; }"#),
+        &flake_with(
+            BB_INPUT,
+            "",
+            r#"{ packages.${builtins.currentSystem}.default = mk "via-getflake"; }"#,
+        ),
     );
     ok(&fx.run_in("f", &["flake", "lock"]));
     let hash = Command::new("nix-hash")
@@ -546,7 +671,8 @@ fn get_flake_needs_a_locked_reference() {
         .output();
     let dir = fx.path("f").display().to_string();
     // Unlocked: refused (evaluation is pure).
-    let expr = format!(r#"(builtins.getFlake "path:{dir}").packages.${{builtins.currentSystem}}.default"#);
+    let expr =
+        format!(r#"(builtins.getFlake "path:{dir}").packages.${{builtins.currentSystem}}.default"#);
     let e = failed(&fx.run_in(".", &["build", "--dry-run", "--expr", &expr]));
     assert!(e.contains("is not locked"), "{e}");
     // Locked by the tree's NAR hash (computed here by Nix when it is installed).
@@ -560,7 +686,9 @@ fn get_flake_needs_a_locked_reference() {
     let sri = format!("sha256-{}", hex_to_base64(out(&h).trim()));
     let expr = format!(
         r#"(builtins.getFlake "path:{dir}?narHash={}").packages.${{builtins.currentSystem}}.default"#,
-        sri.replace('=', "%3D").replace('+', "%2B").replace('/', "%2F")
+        sri.replace('=', "%3D")
+            .replace('+', "%2B")
+            .replace('/', "%2F")
     );
     let o = fx.run_in(".", &["build", "--dry-run", "--json", "--expr", &expr]);
     assert_eq!(names(&planned(&o)), vec!["via-getflake.drv"]);
@@ -611,13 +739,19 @@ fn input_flakes_are_locked_transitively_and_follow() {
         ),
     );
     let o = fx.run_in("f", &["build", "--dry-run", "--json"]);
-    assert_eq!(names(&planned(&o)), vec!["x-libs-data-my-data-lib-default.drv"]);
+    assert_eq!(
+        names(&planned(&o)),
+        vec!["x-libs-data-my-data-lib-default.drv"]
+    );
     let lock: serde_json::Value =
         serde_json::from_str(&fs::read_to_string(fx.path("f/flake.lock")).unwrap()).unwrap();
     let nodes = &lock["nodes"];
     assert_eq!(nodes["lib"]["inputs"]["data"], "data", "{lock:#}");
     assert_eq!(nodes["data"]["original"]["path"], "./data");
-    assert_eq!(nodes["viaLib"]["inputs"]["data"], serde_json::json!(["mine"]));
+    assert_eq!(
+        nodes["viaLib"]["inputs"]["data"],
+        serde_json::json!(["mine"])
+    );
     // Re-locking keeps the same bytes with nested nodes and follows too.
     let before = fs::read(fx.path("f/flake.lock")).unwrap();
     ok(&fx.run_in("f", &["flake", "lock"]));
@@ -626,7 +760,10 @@ fn input_flakes_are_locked_transitively_and_follow() {
     assert!(m.contains("data follows input 'mine'"), "{m}");
     // A follows path that leads nowhere is an error.
     let text = fs::read_to_string(fx.path("f/flake.nix")).unwrap();
-    fx.write("f/flake.nix", &text.replace("follows = \"mine\"", "follows = \"nothere\""));
+    fx.write(
+        "f/flake.nix",
+        &text.replace("follows = \"mine\"", "follows = \"nothere\""),
+    );
     let e = failed(&fx.run_in("f", &["flake", "lock"]));
     assert!(e.contains("names no input 'nothere'"), "{e}");
 }
@@ -635,13 +772,23 @@ fn input_flakes_are_locked_transitively_and_follow() {
 fn eval_takes_installables() {
     let fx = Fx::new();
     params_flake(&fx);
-    let o = fx.run_in("f", &["eval", "--json", ".#default.name", "--gfx", "gfx942"]);
+    let o = fx.run_in(
+        "f",
+        &["eval", "--json", ".#default.name", "--gfx", "gfx942"],
+    );
     assert_eq!(ok(&o).trim(), "\"plain-release-2-gfx942\"");
     let o = fx.run_in("f", &["eval", "--strict", ".#config"]);
-    assert!(ok(&o).contains("gfxTargets = [ \"gfx90a\" ]"), "{}", out(&o));
+    assert!(
+        ok(&o).contains("gfxTargets = [ \"gfx90a\" ]"),
+        "{}",
+        out(&o)
+    );
     let e = failed(&fx.run_in("f", &["eval", ".#default", "--arg", "x", "1"]));
     assert!(e.contains("do not apply to a flake"), "{e}");
     // A file is still a file.
     fx.write("f/plain.nix", "{ x ? 1 }: x + 1");
-    assert_eq!(ok(&fx.run_in("f", &["eval", "plain.nix", "--arg", "x", "2"])).trim(), "3");
+    assert_eq!(
+        ok(&fx.run_in("f", &["eval", "plain.nix", "--arg", "x", "2"])).trim(),
+        "3"
+    );
 }

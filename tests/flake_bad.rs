@@ -65,17 +65,34 @@ fn refused(fx: &Fx, args: &[&str], want: &[&str]) -> String {
 fn flake_without_outputs() {
     let fx = Fx::new();
     good(&fx);
-    fx.write("f/flake.nix", "{ description = \"nothing\"; inputs = { }; }\n");
-    refused(&fx, &["build", "--dry-run"], &["has no 'outputs' attribute", "flake.nix"]);
+    fx.write(
+        "f/flake.nix",
+        "{ description = \"nothing\"; inputs = { }; }\n",
+    );
+    refused(
+        &fx,
+        &["build", "--dry-run"],
+        &["has no 'outputs' attribute", "flake.nix"],
+    );
     fx.write("f/flake.nix", "{ output = { self }: { }; }\n");
-    refused(&fx, &["build", "--dry-run"], &["unsupported attribute 'output'; did you mean 'outputs'?", "flake.nix:1"]);
+    refused(
+        &fx,
+        &["build", "--dry-run"],
+        &[
+            "unsupported attribute 'output'; did you mean 'outputs'?",
+            "flake.nix:1",
+        ],
+    );
 }
 
 #[test]
 fn syntax_error_names_the_place() {
     let fx = Fx::new();
     good(&fx);
-    fx.write("f/flake.nix", "{\n  outputs = { self }: {\n    x = ;\n  };\n}\n");
+    fx.write(
+        "f/flake.nix",
+        "{\n  outputs = { self }: {\n    x = ;\n  };\n}\n",
+    );
     refused(&fx, &["build", "--dry-run"], &["flake.nix:3"]);
     refused(&fx, &["flake", "lock"], &["flake.nix:3"]);
 }
@@ -101,12 +118,20 @@ fn lock_that_does_not_match_inputs() {
     // A changed reference.
     fx.write("f/flake.nix", &GOOD.replace("path:./data", "path:./data2"));
     fx.write("f/data2/file", "two");
-    refused(&fx, &["build", "--dry-run"], &["input 'data' is locked to a different reference"]);
+    refused(
+        &fx,
+        &["build", "--dry-run"],
+        &["input 'data' is locked to a different reference"],
+    );
     // A lock file that is not a lock file.
     fx.write("f/flake.nix", GOOD);
     let saved = fx.lock().unwrap();
     fs::write(fx.path("f/flake.lock"), "{ \"version\": 7 ").unwrap();
-    refused(&fx, &["build", "--dry-run"], &["flake.lock is not valid JSON", "flake.lock'"]);
+    refused(
+        &fx,
+        &["build", "--dry-run"],
+        &["flake.lock is not valid JSON", "flake.lock'"],
+    );
     fs::write(fx.path("f/flake.lock"), saved).unwrap();
 }
 
@@ -118,7 +143,11 @@ fn input_whose_content_changed() {
     refused(
         &fx,
         &["build", "--dry-run"],
-        &["input 'data'", "locked narHash sha256-", "rocmx flake update data"],
+        &[
+            "input 'data'",
+            "locked narHash sha256-",
+            "rocmx flake update data",
+        ],
     );
     // Accepting the change is one command; then it builds.
     let o = fx.run(&["flake", "update", "data"]);
@@ -131,20 +160,46 @@ fn input_whose_content_changed() {
 fn missing_attribute_and_unknown_parameter() {
     let fx = Fx::new();
     good(&fx);
-    refused(&fx, &["build", "--dry-run", ".#defualt"], &["did you mean 'packages.x86_64-linux.default'?"]);
-    refused(&fx, &["build", "--dry-run", "--set", "jobs=3"], &["unknown parameter 'jobs'", "declares no parameters"]);
-    refused(&fx, &["build", "--dry-run", "--gfx", "gfx90a"], &["--gfx sets the parameter 'gfxTargets'"]);
+    refused(
+        &fx,
+        &["build", "--dry-run", ".#defualt"],
+        &["did you mean 'packages.x86_64-linux.default'?"],
+    );
+    refused(
+        &fx,
+        &["build", "--dry-run", "--set", "jobs=3"],
+        &["unknown parameter 'jobs'", "declares no parameters"],
+    );
+    refused(
+        &fx,
+        &["build", "--dry-run", "--gfx", "gfx90a"],
+        &["--gfx sets the parameter 'gfxTargets'"],
+    );
     // Bad parameter declarations.
     fx.write(
         "f/flake.nix",
-        &GOOD.replace("outputs =", "config.x = { type = \"float\"; };\n  outputs ="),
+        &GOOD.replace(
+            "outputs =",
+            "config.x = { type = \"float\"; };\n  outputs =",
+        ),
     );
-    refused(&fx, &["build", "--dry-run"], &["parameter 'x' has an unknown type \"float\"", "\"gfx targets\""]);
+    refused(
+        &fx,
+        &["build", "--dry-run"],
+        &[
+            "parameter 'x' has an unknown type \"float\"",
+            "\"gfx targets\"",
+        ],
+    );
     fx.write(
         "f/flake.nix",
         &GOOD.replace("outputs =", "config.x = { type = \"int\"; };\n  outputs ="),
     );
-    refused(&fx, &["build", "--dry-run"], &["parameter 'x' (int) has no default; set it with --set x=VALUE"]);
+    refused(
+        &fx,
+        &["build", "--dry-run"],
+        &["parameter 'x' (int) has no default; set it with --set x=VALUE"],
+    );
 }
 
 #[test]
@@ -153,9 +208,15 @@ fn bad_references() {
     good(&fx);
     fx.write("f/flake.nix", &GOOD.replace("path:./data", "nixpkgs"));
     refused(&fx, &["flake", "lock"], &["rocmx has no registry"]);
-    fx.write("f/flake.nix", &GOOD.replace("path:./data", "git+https://example.org/x.git"));
+    fx.write(
+        "f/flake.nix",
+        &GOOD.replace("path:./data", "git+https://example.org/x.git"),
+    );
     refused(&fx, &["flake", "lock"], &["git+file"]);
-    fx.write("f/flake.nix", &GOOD.replace("path:./data", "path:./nowhere"));
+    fx.write(
+        "f/flake.nix",
+        &GOOD.replace("path:./data", "path:./nowhere"),
+    );
     refused(&fx, &["flake", "lock"], &["nowhere"]);
     let o = fx.run(&["build", "--dry-run", "path:/definitely/not/here#x"]);
     one_error(&o);
@@ -215,14 +276,18 @@ fn untracked_files_are_neither_read_nor_copied() {
     fs::write(&control, "x").unwrap();
     age(&control);
     let _ = fs::read(&control).unwrap();
-    let atime_works = atime(&control) > SystemTime::UNIX_EPOCH + Duration::from_secs(946_684_800 + 1);
+    let atime_works =
+        atime(&control) > SystemTime::UNIX_EPOCH + Duration::from_secs(946_684_800 + 1);
     age(&big);
     let before = atime(&big);
 
     let o = fx.run(&["build", "--dry-run", "--json"]);
     assert!(o.status.success(), "{}", err(&o));
     let o = fx.run(&["flake", "show", "--json"]);
-    assert!(!o.status.success(), "show evaluates readsUntracked, which must fail");
+    assert!(
+        !o.status.success(),
+        "show evaluates readsUntracked, which must fail"
+    );
     if atime_works {
         assert_eq!(atime(&big), before, "big.iso was read");
     } else {
@@ -240,10 +305,16 @@ fn untracked_files_are_neither_read_nor_copied() {
             copied.push(names);
         }
     }
-    assert!(copied.iter().any(|n| n.contains(&"flake.nix".to_string())), "{copied:?}");
+    assert!(
+        copied.iter().any(|n| n.contains(&"flake.nix".to_string())),
+        "{copied:?}"
+    );
     for names in &copied {
         for bad in ["big.iso", "notes.txt", ".git", "control"] {
-            assert!(!names.contains(&bad.to_string()), "{bad} was copied: {copied:?}");
+            assert!(
+                !names.contains(&bad.to_string()),
+                "{bad} was copied: {copied:?}"
+            );
         }
     }
     let size: u64 = walk_size(&fx.path("store/store"));
@@ -251,7 +322,10 @@ fn untracked_files_are_neither_read_nor_copied() {
 
     // Reading it directly is an error that says why; listing does not show it.
     let e = one_error(&fx.run(&["build", "--dry-run", ".#readsUntracked"]));
-    assert!(e.contains("big.iso' is not tracked by git") && e.contains("git add big.iso"), "{e}");
+    assert!(
+        e.contains("big.iso' is not tracked by git") && e.contains("git add big.iso"),
+        "{e}"
+    );
     if atime_works {
         assert_eq!(atime(&big), before, "big.iso was read");
     }
@@ -268,7 +342,10 @@ fn untracked_flake_nix_is_refused() {
     git(&fx.path("f"), &["init", "-q"]);
     git(&fx.path("f"), &["add", "other"]);
     let e = one_error(&fx.run(&["flake", "show"]));
-    assert!(e.contains("flake.nix' is not tracked by git") && e.contains("git add flake.nix"), "{e}");
+    assert!(
+        e.contains("flake.nix' is not tracked by git") && e.contains("git add flake.nix"),
+        "{e}"
+    );
 }
 
 fn walk_size(p: &std::path::Path) -> u64 {
@@ -292,7 +369,10 @@ fn a_flake_that_inputs_itself() {
     );
     // (The flake's own tree is fetched as its input, once: that object stays.)
     let e = one_error(&fx.run(&["flake", "lock"]));
-    assert!(e.contains("nested more than 32 flakes deep; is there a cycle of inputs?"), "{e}");
+    assert!(
+        e.contains("nested more than 32 flakes deep; is there a cycle of inputs?"),
+        "{e}"
+    );
     assert!(fx.lock().is_none(), "no lock file was written");
 }
 
@@ -301,10 +381,19 @@ fn hostile_lock_files() {
     let fx = Fx::new();
     good(&fx);
     for (text, want) in [
-        (r#"{"version":7,"root":"root","nodes":{"root":{"inputs":{"data":["data"]}}}}"#, "cycle of follows"),
-        (r#"{"version":7,"root":"root","nodes":{"root":{"inputs":{"data":"x"}}}}"#, "missing node 'x'"),
+        (
+            r#"{"version":7,"root":"root","nodes":{"root":{"inputs":{"data":["data"]}}}}"#,
+            "cycle of follows",
+        ),
+        (
+            r#"{"version":7,"root":"root","nodes":{"root":{"inputs":{"data":"x"}}}}"#,
+            "missing node 'x'",
+        ),
         (r#"[1,2,3]"#, "not a JSON object"),
-        (r#"{"version":7,"root":"root","nodes":{"root":{"inputs":{"data":"data"}},"data":{"original":{"type":"path","path":"./data"},"locked":{"type":"path","path":"/etc","narHash":"sha256-AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}}}}"#, "locked to a different reference"),
+        (
+            r#"{"version":7,"root":"root","nodes":{"root":{"inputs":{"data":"data"}},"data":{"original":{"type":"path","path":"./data"},"locked":{"type":"path","path":"/etc","narHash":"sha256-AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}}}}"#,
+            "locked to a different reference",
+        ),
     ] {
         fs::write(fx.path("f/flake.lock"), text).unwrap();
         refused(&fx, &["build", "--dry-run"], &[want]);

@@ -158,12 +158,32 @@ fn tarball_and_github_flakes() {
     let p = srv.port;
 
     // The root flake itself from a URL.
-    let o = run(d, &store, p, &[
-        "build", "--dry-run", "--json", &format!("http://127.0.0.1:{p}/pkg.tar.gz#default"),
-    ]);
+    let o = run(
+        d,
+        &store,
+        p,
+        &[
+            "build",
+            "--dry-run",
+            "--json",
+            &format!("http://127.0.0.1:{p}/pkg.tar.gz#default"),
+        ],
+    );
     assert!(ok(&o).contains("-from-tarball.drv"), "{}", out(&o));
-    let m = ok(&run(d, &store, p, &["flake", "metadata", &format!("tarball+http://127.0.0.1:{p}/pkg.tar.gz")]));
-    assert!(m.contains("Description:   served") && m.contains("NAR hash:      sha256-"), "{m}");
+    let m = ok(&run(
+        d,
+        &store,
+        p,
+        &[
+            "flake",
+            "metadata",
+            &format!("tarball+http://127.0.0.1:{p}/pkg.tar.gz"),
+        ],
+    ));
+    assert!(
+        m.contains("Description:   served") && m.contains("NAR hash:      sha256-"),
+        "{m}"
+    );
 
     // The same as inputs of a local flake.
     fs::create_dir_all(d.join("top")).unwrap();
@@ -186,25 +206,54 @@ fn tarball_and_github_flakes() {
     )
     .unwrap();
     let top = d.join("top");
-    let o = run(&top, &store, p, &["build", "--dry-run", "--json", ".#gh", ".#tb"]);
+    let o = run(
+        &top,
+        &store,
+        p,
+        &["build", "--dry-run", "--json", ".#gh", ".#tb"],
+    );
     let text = ok(&o);
-    assert!(text.contains("-from-github.drv") && text.contains("-from-tarball.drv"), "{text}");
     assert!(
-        srv.asked.lock().unwrap().iter().any(|a| a == "/o/r/archive/main.tar.gz"),
+        text.contains("-from-github.drv") && text.contains("-from-tarball.drv"),
+        "{text}"
+    );
+    assert!(
+        srv.asked
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|a| a == "/o/r/archive/main.tar.gz"),
         "{:?}",
         srv.asked.lock().unwrap()
     );
     let lock: serde_json::Value =
         serde_json::from_str(&fs::read_to_string(top.join("flake.lock")).unwrap()).unwrap();
-    assert_eq!(lock["nodes"]["gh"]["locked"]["rev"], commit.as_str(), "{lock:#}");
+    assert_eq!(
+        lock["nodes"]["gh"]["locked"]["rev"],
+        commit.as_str(),
+        "{lock:#}"
+    );
     assert_eq!(lock["nodes"]["gh"]["original"]["ref"], "main");
     assert_eq!(lock["nodes"]["tb"]["locked"]["type"], "tarball");
-    assert!(lock["nodes"]["tb"]["locked"]["narHash"].as_str().unwrap().starts_with("sha256-"));
+    assert!(lock["nodes"]["tb"]["locked"]["narHash"]
+        .as_str()
+        .unwrap()
+        .starts_with("sha256-"));
 
     // With the lock, the inputs come from the store: no download at all.
     srv.asked.lock().unwrap().clear();
-    ok(&run(&top, &store, p, &["build", "--dry-run", "--json", ".#gh", ".#tb"]));
-    assert_eq!(srv.asked.lock().unwrap().len(), 0, "{:?}", srv.asked.lock().unwrap());
+    ok(&run(
+        &top,
+        &store,
+        p,
+        &["build", "--dry-run", "--json", ".#gh", ".#tb"],
+    ));
+    assert_eq!(
+        srv.asked.lock().unwrap().len(),
+        0,
+        "{:?}",
+        srv.asked.lock().unwrap()
+    );
     // A store without them fetches the GitHub input by its locked commit.
     let store = d.join("store2");
     fs::copy(
@@ -212,24 +261,41 @@ fn tarball_and_github_flakes() {
         www.join(format!("o/r/archive/{commit}.tar.gz")),
     )
     .unwrap();
-    ok(&run(&top, &store, p, &["build", "--dry-run", "--json", ".#gh"]));
+    ok(&run(
+        &top,
+        &store,
+        p,
+        &["build", "--dry-run", "--json", ".#gh"],
+    ));
     // (Every input is fetched while the lock is checked, the tarball too.)
     let asked = srv.asked.lock().unwrap().clone();
-    assert!(asked.contains(&format!("/o/r/archive/{commit}.tar.gz")), "{asked:?}");
-    assert!(!asked.iter().any(|a| a.ends_with("/main.tar.gz")), "{asked:?}");
+    assert!(
+        asked.contains(&format!("/o/r/archive/{commit}.tar.gz")),
+        "{asked:?}"
+    );
+    assert!(
+        !asked.iter().any(|a| a.ends_with("/main.tar.gz")),
+        "{asked:?}"
+    );
 
     // Other bytes at the tarball's URL (seen by a store that has not fetched
     // it yet): refused, lock and store unchanged.
     let store = d.join("store3");
     fs::create_dir_all(store.join("store")).unwrap();
     let lock_before = fs::read(top.join("flake.lock")).unwrap();
-    let store_before: Vec<_> = fs::read_dir(store.join("store")).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let store_before: Vec<_> = fs::read_dir(store.join("store"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
     fs::write(d.join("src/pkg/name"), "changed\n").unwrap();
     sh(&d.join("src"), "tar czf ../www/pkg.tar.gz pkg");
     let o = run(&top, &store, p, &["build", "--dry-run", ".#tb"]);
     assert!(!o.status.success());
     let e = err(&o);
-    assert!(e.contains("input 'tb'") && e.contains("rocmx flake update tb"), "{e}");
+    assert!(
+        e.contains("input 'tb'") && e.contains("rocmx flake update tb"),
+        "{e}"
+    );
     assert_eq!(fs::read(top.join("flake.lock")).unwrap(), lock_before);
     // Only the other input (verified: github's tree) may have been added.
     for e in fs::read_dir(store.join("store")).unwrap() {

@@ -114,8 +114,14 @@ fn phases_hooks_patches_and_overrides() {
     setup(d);
     let o = build(d, "pkg");
     let p = out_path(d, &o);
-    assert_eq!(fs::read_to_string(p.join("share/greeting")).unwrap(), "hello, patched\n");
-    assert_eq!(fs::read_to_string(p.join("share/hook")).unwrap(), "post-install ran\n");
+    assert_eq!(
+        fs::read_to_string(p.join("share/greeting")).unwrap(),
+        "hello, patched\n"
+    );
+    assert_eq!(
+        fs::read_to_string(p.join("share/hook")).unwrap(),
+        "post-install ran\n"
+    );
     let log = err(&o);
     let phases: Vec<&str> = log
         .lines()
@@ -124,16 +130,29 @@ fn phases_hooks_patches_and_overrides() {
         .collect();
     assert_eq!(
         phases,
-        ["unpackPhase", "patchPhase", "buildPhase", "checkPhase", "installPhase", "fixupPhase"],
+        [
+            "unpackPhase",
+            "patchPhase",
+            "buildPhase",
+            "checkPhase",
+            "installPhase",
+            "fixupPhase"
+        ],
         "{log}"
     );
-    assert!(log.contains("pre-build ran") && log.contains("checked"), "{log}");
+    assert!(
+        log.contains("pre-build ran") && log.contains("checked"),
+        "{log}"
+    );
 
     let o = build(d, "failingCheck");
     assert!(!o.status.success(), "a failing check fails the build");
     ok_path(d, "noCheck");
     let p = out_path(d, &build(d, "other"));
-    assert_eq!(fs::read_to_string(p.join("share/hook")).unwrap(), "post-install ran\nagain\n");
+    assert_eq!(
+        fs::read_to_string(p.join("share/hook")).unwrap(),
+        "post-install ran\nagain\n"
+    );
     let p = out_path(d, &build(d, "text"));
     assert_eq!(fs::read_to_string(p).unwrap(), "some text");
     let p = out_path(d, &build(d, "cmd"));
@@ -141,7 +160,9 @@ fn phases_hooks_patches_and_overrides() {
     let p = out_path(d, &build(d, "joined"));
     let target = fs::read_link(p.join("share/greeting")).unwrap();
     assert!(
-        target.to_string_lossy().ends_with("-demo-1.0/share/greeting"),
+        target
+            .to_string_lossy()
+            .ends_with("-demo-1.0/share/greeting"),
         "{}",
         target.display()
     );
@@ -174,7 +195,10 @@ fn qa_checks_fail_bad_packages() {
         .spawn()
         .and_then(|mut c| {
             use std::io::Write;
-            c.stdin.take().unwrap().write_all(b"int main(void){return 0;}\n")?;
+            c.stdin
+                .take()
+                .unwrap()
+                .write_all(b"int main(void){return 0;}\n")?;
             c.wait()
         })
         .is_ok_and(|s| s.success());
@@ -186,12 +210,24 @@ fn qa_checks_fail_bad_packages() {
         .is_ok_and(|s| s.success());
     let stdenv = Path::new(env!("CARGO_MANIFEST_DIR")).join("exprs/lib/stdenv");
     let mut cases: Vec<(&str, String, &str)> = vec![
-        ("build-dir-reference", "echo prefix=$PWD > $out/x.pc".into(), "x.pc"),
-        ("world-writable", "echo x > $out/w; chmod 666 $out/w".into(), "w"),
+        (
+            "build-dir-reference",
+            "echo prefix=$PWD > $out/x.pc".into(),
+            "x.pc",
+        ),
+        (
+            "world-writable",
+            "echo x > $out/w; chmod 666 $out/w".into(),
+            "w",
+        ),
         ("broken-symlink", "ln -s nothere $out/l".into(), "l"),
     ];
     if have_cc {
-        cases.push(("runpath-outside-store", "cp ${./rpath-bin} $out/b".into(), "b"));
+        cases.push((
+            "runpath-outside-store",
+            "cp ${./rpath-bin} $out/b".into(),
+            "b",
+        ));
     }
     if have_ar {
         cases.push(("archive-mtime", "cp ${./lib.a} $out/lib.a".into(), "lib.a"));
@@ -292,8 +328,14 @@ fn nonfree_gate_and_license_listing() {
     let o = run(&["licenses", ".#app"]);
     assert!(o.status.success(), "{}", err(&o));
     let text = out(&o);
-    assert!(text.contains("firmware-blob") && text.contains("NON-FREE"), "{text}");
-    assert!(text.contains("Apache-2.0 AND Apache-2.0 WITH LLVM-exception"), "{text}");
+    assert!(
+        text.contains("firmware-blob") && text.contains("NON-FREE"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Apache-2.0 AND Apache-2.0 WITH LLVM-exception"),
+        "{text}"
+    );
     assert!(text.contains("3 packages, 1 non-free"), "{text}");
     let o = run(&["licenses", ".#plain", "--json"]);
     let j: serde_json::Value = serde_json::from_str(&out(&o)).unwrap();
@@ -335,7 +377,11 @@ fn debian_source_applies_the_patch_series() {
     )
     .unwrap();
     let sh = |script: &str| {
-        let o = Command::new("sh").args(["-ec", script]).current_dir(d).output().unwrap();
+        let o = Command::new("sh")
+            .args(["-ec", script])
+            .current_dir(d)
+            .output()
+            .unwrap();
         assert!(o.status.success(), "{script}: {}", err(&o));
     };
     sh("tar -C o -czf foo_1.0.orig.tar.gz foo-1.0 && tar -C deb -cf - debian | xz > foo_1.0-2.debian.tar.xz");
@@ -364,13 +410,21 @@ fn debian_source_applies_the_patch_series() {
         .output()
         .unwrap();
     let p = out_path(d, &o);
-    assert!(p.to_string_lossy().ends_with("-foo-1.0-source"), "{}", p.display());
+    assert!(
+        p.to_string_lossy().ends_with("-foo-1.0-source"),
+        "{}",
+        p.display()
+    );
     assert_eq!(
         fs::read_to_string(p.join("greeting")).unwrap(),
         "hello, patched\nand again\n"
     );
     let log = err(&o);
-    let first = log.find("applying debian/patches/01-fix.patch").expect("01 applied");
-    let second = log.find("applying debian/patches/02-more.patch").expect("02 applied");
+    let first = log
+        .find("applying debian/patches/01-fix.patch")
+        .expect("01 applied");
+    let second = log
+        .find("applying debian/patches/02-more.patch")
+        .expect("02 applied");
     assert!(first < second, "{log}");
 }

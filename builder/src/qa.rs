@@ -93,11 +93,16 @@ pub fn parse_exceptions(json: &str) -> Result<BTreeMap<Check, String>, String> {
     for (k, reason) in obj {
         let c = Check::from_name(k).ok_or_else(|| {
             let names: Vec<&str> = Check::ALL.iter().map(|c| c.name()).collect();
-            format!("qaExceptions names an unknown check '{k}' (checks: {})", names.join(", "))
+            format!(
+                "qaExceptions names an unknown check '{k}' (checks: {})",
+                names.join(", ")
+            )
         })?;
         let reason = reason.as_str().unwrap_or("").trim().to_string();
         if reason.is_empty() {
-            return Err(format!("qaExceptions.{k} needs a reason (a non-empty string)"));
+            return Err(format!(
+                "qaExceptions.{k} needs a reason (a non-empty string)"
+            ));
         }
         out.insert(c, reason);
     }
@@ -170,7 +175,10 @@ pub fn check_output(
         if let Some(at) = find_build_dir(&bytes) {
             add(
                 Check::BuildDirReference,
-                format!("refers to the build directory at byte {at} ('{}')", context(&bytes, at)),
+                format!(
+                    "refers to the build directory at byte {at} ('{}')",
+                    context(&bytes, at)
+                ),
             );
         }
         if bytes.starts_with(b"\x7fELF") {
@@ -230,7 +238,10 @@ fn dangling(root: &Path, rel: &Path, target: &Path, inside: &str) -> Option<Stri
     match fs::metadata(&full) {
         Ok(_) => None,
         Err(_) if fs::symlink_metadata(&full).is_ok() => None,
-        Err(_) => Some(format!("points to '{}', which does not exist", target.display())),
+        Err(_) => Some(format!(
+            "points to '{}', which does not exist",
+            target.display()
+        )),
     }
 }
 
@@ -241,9 +252,19 @@ fn find_build_dir(b: &[u8]) -> Option<usize> {
     let mut i = 0;
     while i + pat.len() <= b.len() {
         if &b[i..i + pat.len()] == pat {
-            let before_ok = i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b"._-+".contains(&b[i - 1]));
+            let before_ok =
+                i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b"._-+".contains(&b[i - 1]));
             let after = b.get(i + pat.len()).copied();
-            let after_ok = matches!(after, None | Some(b'/') | Some(0) | Some(b'"') | Some(b'\'') | Some(b'\n') | Some(b' ') | Some(b':'));
+            let after_ok = matches!(
+                after,
+                None | Some(b'/')
+                    | Some(0)
+                    | Some(b'"')
+                    | Some(b'\'')
+                    | Some(b'\n')
+                    | Some(b' ')
+                    | Some(b':')
+            );
             if before_ok && after_ok {
                 return Some(i);
             }
@@ -279,7 +300,10 @@ fn nonzero_ar_mtime(b: &[u8]) -> Option<(String, u64)> {
     while off + 60 <= b.len() {
         let h = &b[off..off + 60];
         let name = String::from_utf8_lossy(&h[0..16]).trim_end().to_string();
-        let mtime: u64 = String::from_utf8_lossy(&h[16..28]).trim().parse().unwrap_or(0);
+        let mtime: u64 = String::from_utf8_lossy(&h[16..28])
+            .trim()
+            .parse()
+            .unwrap_or(0);
         let size: usize = String::from_utf8_lossy(&h[48..58]).trim().parse().ok()?;
         // The symbol table and the long-name table carry no timestamps that matter.
         if mtime != 0 && name != "/" && name != "//" && name != "/SYM64/" {
@@ -319,7 +343,13 @@ mod tests {
         symlink("/usr/bin/elsewhere", o.join("rootfs-link")).unwrap();
         // An ar archive with a non-zero member mtime.
         let mut ar = b"!<arch>\n".to_vec();
-        ar.extend(format!("{:<16}{:<12}{:<6}{:<6}{:<8}{:<10}`\n", "a.o/", 1700000000, 0, 0, 644, 2).as_bytes());
+        ar.extend(
+            format!(
+                "{:<16}{:<12}{:<6}{:<6}{:<8}{:<10}`\n",
+                "a.o/", 1700000000, 0, 0, 644, 2
+            )
+            .as_bytes(),
+        );
         ar.extend(b"xx");
         fs::write(o.join("libx.a"), &ar).unwrap();
         let none = BTreeMap::new();
@@ -335,12 +365,21 @@ mod tests {
                 ("archive-mtime", "libx.a".to_string()),
             ]
         );
-        assert!(f[0].to_string().contains("QA check 'build-dir-reference' failed: leak.pc"));
-        let waived = parse_exceptions(r#"{"world-writable": "a shared spool", "setuid": "ping"}"#).unwrap();
+        assert!(f[0]
+            .to_string()
+            .contains("QA check 'build-dir-reference' failed: leak.pc"));
+        let waived =
+            parse_exceptions(r#"{"world-writable": "a shared spool", "setuid": "ping"}"#).unwrap();
         let f = check_output(&o, "/rocmx/store/xyz-out", "/rocmx/store", &waived);
-        assert!(!f.iter().any(|x| matches!(x.check, Check::WorldWritable | Check::Setuid)));
-        assert!(parse_exceptions(r#"{"nope": "x"}"#).unwrap_err().contains("unknown check 'nope'"));
-        assert!(parse_exceptions(r#"{"setuid": ""}"#).unwrap_err().contains("needs a reason"));
+        assert!(!f
+            .iter()
+            .any(|x| matches!(x.check, Check::WorldWritable | Check::Setuid)));
+        assert!(parse_exceptions(r#"{"nope": "x"}"#)
+            .unwrap_err()
+            .contains("unknown check 'nope'"));
+        assert!(parse_exceptions(r#"{"setuid": ""}"#)
+            .unwrap_err()
+            .contains("needs a reason"));
     }
 
     #[test]

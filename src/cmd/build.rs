@@ -169,7 +169,9 @@ pub fn run(mut args: BuildArgs, store_opt: &StoreOpt) -> i32 {
     if (args.flake.gfx.is_some() || !args.flake.set.is_empty())
         && (args.file.is_some() || args.expr.is_some())
     {
-        eprintln!("error: --gfx and --set set flake parameters; with --file or --expr use --arg/--argstr");
+        eprintln!(
+            "error: --gfx and --set set flake parameters; with --file or --expr use --arg/--argstr"
+        );
         return 2;
     }
     let store = match open_store(store_opt) {
@@ -306,8 +308,7 @@ fn find_targets(
                             }
                         };
                         let system = ev.settings.system.clone();
-                        let (v, _) =
-                            installable::resolve(ev, &flake, &fragment, &system, &key)?;
+                        let (v, _) = installable::resolve(ev, &flake, &fragment, &system, &key)?;
                         collect(ev, &v, &mut flake_targets, true)?;
                     }
                 }

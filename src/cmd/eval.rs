@@ -243,7 +243,11 @@ fn eval_flake(
             0
         }
         Err(e) => {
-            eprint!("{}", ev.sources.render(&e, args.show_trace && !args.no_show_trace));
+            eprint!(
+                "{}",
+                ev.sources
+                    .render(&e, args.show_trace && !args.no_show_trace)
+            );
             1
         }
     };

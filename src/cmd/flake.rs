@@ -161,8 +161,7 @@ fn run_in(
             // Every name must be an input somewhere in the graph.
             for n in &names {
                 if !input_exists(&l.lock, n) {
-                    let declared: Vec<String> =
-                        l.lock.root_node().inputs.keys().cloned().collect();
+                    let declared: Vec<String> = l.lock.root_node().inputs.keys().cloned().collect();
                     return Err(err(format!(
                         "the flake has no input '{n}'; its inputs: {}",
                         if declared.is_empty() {
@@ -310,13 +309,20 @@ fn show(ev: &mut Evaluator, l: &LoadedFlake, flake: &str, as_json: bool) -> ERes
     for (i, (k, v)) in top.into_iter().enumerate() {
         let last = i + 1 == n;
         if k == "«parameters»" {
-            out.push_str(&format!("{}parameters\n", if last { "└───" } else { "├───" }));
+            out.push_str(&format!(
+                "{}parameters\n",
+                if last { "└───" } else { "├───" }
+            ));
             let pm = params.as_object().cloned().unwrap_or_default();
             let pn = pm.len();
             for (j, (name, p)) in pm.into_iter().enumerate() {
                 let plast = j + 1 == pn;
                 let pre = if last { "    " } else { "│   " };
-                let branch = if plast { "└───" } else { "├───" };
+                let branch = if plast {
+                    "└───"
+                } else {
+                    "├───"
+                };
                 let text = |x: Option<&Json>| x.map(show_json).unwrap_or_else(|| "—".into());
                 let mut line = format!(
                     "{pre}{branch}{name} ({}) = {} [default: {}]",
@@ -449,9 +455,10 @@ fn render_inputs(out: &mut String, lock: &LockFile, node: &str, prefix: &str, de
         let last = i + 1 == n;
         let branch = if last { "└───" } else { "├───" };
         match e {
-            Edge::Follows(p) => {
-                out.push_str(&format!("{prefix}{branch}{name} follows input '{}'\n", p.join("/")))
-            }
+            Edge::Follows(p) => out.push_str(&format!(
+                "{prefix}{branch}{name} follows input '{}'\n",
+                p.join("/")
+            )),
             Edge::Node(t) => {
                 let desc = lock.nodes[t]
                     .locked

@@ -63,9 +63,22 @@ pub fn run(args: LicensesArgs, store_opt: &StoreOpt) -> i32 {
                 fragment,
             } => {
                 let fetcher = crate::flake::fetcher(&store)?;
-                let l = crate::flake::load_root(&mut ev, &fetcher, &reference, LockMode::Use, &args.flake)?;
+                let l = crate::flake::load_root(
+                    &mut ev,
+                    &fetcher,
+                    &reference,
+                    LockMode::Use,
+                    &args.flake,
+                )?;
                 let system = ev.settings.system.clone();
-                rocmx_lang::flake::installable::resolve(&mut ev, &l.value, &fragment, &system, &reference.to_string())?.0
+                rocmx_lang::flake::installable::resolve(
+                    &mut ev,
+                    &l.value,
+                    &fragment,
+                    &system,
+                    &reference.to_string(),
+                )?
+                .0
             }
             Installable::File(p) => {
                 let none = Rc::new(Attrs::new());
@@ -121,14 +134,22 @@ fn licence_of(ev: &mut Evaluator, v: &Value) -> EResult<(String, bool)> {
         }
         other => Err(EvalError::new(
             ErrorKind::Type,
-            format!("meta.license is {}, not a licence", other.type_().described()),
+            format!(
+                "meta.license is {}, not a licence",
+                other.type_().described()
+            ),
         )),
     }
 }
 
 /// Visits a value: a derivation is listed and its inputs followed; lists and
 /// plain sets at the top are searched for derivations.
-fn walk(ev: &mut Evaluator, v: &Value, seen: &mut BTreeMap<String, Entry>, depth: usize) -> EResult<()> {
+fn walk(
+    ev: &mut Evaluator,
+    v: &Value,
+    seen: &mut BTreeMap<String, Entry>,
+    depth: usize,
+) -> EResult<()> {
     if depth > 200 {
         return Ok(());
     }
@@ -171,7 +192,12 @@ fn walk(ev: &mut Evaluator, v: &Value, seen: &mut BTreeMap<String, Entry>, depth
                 }
             }
             seen.insert(label, Entry { licenses });
-            for k in ["nativeBuildInputs", "buildInputs", "propagatedBuildInputs", "src"] {
+            for k in [
+                "nativeBuildInputs",
+                "buildInputs",
+                "propagatedBuildInputs",
+                "src",
+            ] {
                 if let Some(x) = a.get(k) {
                     walk(ev, &x.clone(), seen, depth + 1)?;
                 }
@@ -204,13 +230,20 @@ fn render(seen: &BTreeMap<String, Entry>, json: bool) -> String {
         let text = if e.licenses.is_empty() {
             "unknown".to_string()
         } else {
-            e.licenses.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>().join(" AND ")
+            e.licenses
+                .iter()
+                .map(|(id, _)| id.as_str())
+                .collect::<Vec<_>>()
+                .join(" AND ")
         };
         let free = e.licenses.iter().all(|(_, f)| *f);
         if !free {
             nonfree += 1;
         }
-        out.push_str(&format!("{name:<40} {text}{}\n", if free { "" } else { "  NON-FREE" }));
+        out.push_str(&format!(
+            "{name:<40} {text}{}\n",
+            if free { "" } else { "  NON-FREE" }
+        ));
     }
     out.push_str(&format!("{} packages, {nonfree} non-free\n", seen.len()));
     out

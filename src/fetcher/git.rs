@@ -294,7 +294,12 @@ pub(super) fn work_tree(dir: &Path) -> Result<Option<GitInfo>, FetchError> {
     });
     let listed = match listed {
         Ok(r) => r,
-        Err(_) => return Err(FetchError(format!("local flake '{}': git ls-files failed", dir.display()))),
+        Err(_) => {
+            return Err(FetchError(format!(
+                "local flake '{}': git ls-files failed",
+                dir.display()
+            )))
+        }
     };
     match (&disarmed, &listed) {
         (Err(GitFailure::Spawn(e)), _) | (_, Err(GitFailure::Spawn(e)))
@@ -337,7 +342,6 @@ pub(super) fn work_tree(dir: &Path) -> Result<Option<GitInfo>, FetchError> {
         tracked,
     }))
 }
-
 
 mod tree;
 

@@ -78,7 +78,14 @@ impl Fx {
 /// returns its trimmed output.
 pub fn git(dir: &Path, args: &[&str]) -> String {
     let o = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@e", "-c", "init.defaultBranch=main"])
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@e",
+            "-c",
+            "init.defaultBranch=main",
+        ])
         .args(args)
         .current_dir(dir)
         .env("GIT_CONFIG_NOSYSTEM", "1")

@@ -128,7 +128,10 @@ pub fn read_flake(ev: &mut Evaluator, dir: &Path, gfx: GfxCheck<'_>) -> EResult<
 }
 
 fn split_follows(s: &str) -> Vec<String> {
-    s.split('/').filter(|x| !x.is_empty()).map(str::to_string).collect()
+    s.split('/')
+        .filter(|x| !x.is_empty())
+        .map(str::to_string)
+        .collect()
 }
 
 fn read_input(
@@ -165,9 +168,7 @@ fn read_input(
                 match k.as_str() {
                     "url" => decl.reference = Some(parse(ev.expect_string(&x)?.as_str())?),
                     "flake" => decl.flake = ev.expect_bool(&x)?,
-                    "follows" => {
-                        decl.follows = Some(split_follows(ev.expect_string(&x)?.as_str()))
-                    }
+                    "follows" => decl.follows = Some(split_follows(ev.expect_string(&x)?.as_str())),
                     "inputs" => {
                         let sub = ev.expect_attrs(&x)?;
                         for (sn, sv) in sub.iter() {
@@ -244,7 +245,11 @@ fn read_input(
 }
 
 /// A language value as a parameter value of type `ty`, or why it is not one.
-fn to_param_value(ev: &mut Evaluator, ty: ParamType, v: &Value) -> EResult<Result<ParamValue, String>> {
+fn to_param_value(
+    ev: &mut Evaluator,
+    ty: ParamType,
+    v: &Value,
+) -> EResult<Result<ParamValue, String>> {
     let v = ev.force(v)?;
     Ok(match (ty, &v) {
         (ParamType::String, Value::String(s)) => Ok(ParamValue::String(s.as_str().into())),
@@ -265,10 +270,7 @@ fn to_param_value(ev: &mut Evaluator, ty: ParamType, v: &Value) -> EResult<Resul
             }
             Ok(ParamValue::List(out))
         }
-        (ty, other) => Err(format!(
-            "it is {}, not a {ty}",
-            other.type_().described()
-        )),
+        (ty, other) => Err(format!("it is {}, not a {ty}", other.type_().described())),
     })
 }
 
@@ -281,21 +283,22 @@ fn read_param(
 ) -> EResult<ParamDecl> {
     let a = match ev.force(v)? {
         Value::Attrs(a) => a,
-        other => {
-            return Err(err_at(
-                format!(
-                    "parameter '{name}' must be a set {{ type; default; description; }}, but it is {}",
-                    other.type_().described()
-                ),
-                pos,
-            ))
-        }
+        other => return Err(err_at(
+            format!(
+                "parameter '{name}' must be a set {{ type; default; description; }}, but it is {}",
+                other.type_().described()
+            ),
+            pos,
+        )),
     };
     let types: Vec<String> = ParamType::ALL.iter().map(|t| format!("\"{t}\"")).collect();
     let ty = match a.get("type") {
         None => {
             return Err(err_at(
-                format!("parameter '{name}' has no 'type' (one of {})", types.join(", ")),
+                format!(
+                    "parameter '{name}' has no 'type' (one of {})",
+                    types.join(", ")
+                ),
                 pos,
             ))
         }
@@ -325,11 +328,18 @@ fn read_param(
         None => None,
         Some(d) => {
             let dpos = a.get_pos("default").or(pos);
-            let mut val = to_param_value(ev, ty, &d.clone())?
-                .map_err(|why| err_at(format!("the default of parameter '{name}' ({ty}) is wrong: {why}"), dpos))?;
+            let mut val = to_param_value(ev, ty, &d.clone())?.map_err(|why| {
+                err_at(
+                    format!("the default of parameter '{name}' ({ty}) is wrong: {why}"),
+                    dpos,
+                )
+            })?;
             if let (ParamType::GfxTargets, ParamValue::List(l)) = (ty, &val) {
                 val = ParamValue::List(gfx(l).map_err(|why| {
-                    err_at(format!("the default of parameter '{name}' ({ty}) is wrong: {why}"), dpos)
+                    err_at(
+                        format!("the default of parameter '{name}' ({ty}) is wrong: {why}"),
+                        dpos,
+                    )
                 })?);
             }
             Some(val)
@@ -346,4 +356,3 @@ fn read_param(
         description,
     })
 }
-

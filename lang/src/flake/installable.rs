@@ -56,7 +56,11 @@ pub fn candidates(fragment: &str, system: &str) -> Result<Vec<Vec<String>>, Stri
 
 /// Looks `path` up in `v`; `Ok(Err(depth, names))` when the attribute at
 /// `depth` is missing from a set with the given names.
-fn lookup(ev: &mut Evaluator, v: &Value, path: &[String]) -> EResult<Result<Value, (usize, Vec<String>)>> {
+fn lookup(
+    ev: &mut Evaluator,
+    v: &Value,
+    path: &[String],
+) -> EResult<Result<Value, (usize, Vec<String>)>> {
     let mut cur = v.clone();
     for (i, name) in path.iter().enumerate() {
         match ev.force(&cur)? {

@@ -22,8 +22,8 @@ use std::rc::Rc;
 
 use rocmx_store::{Hash, HashAlgo};
 
-pub use super::decl::{read_flake, FlakeDecl, InputDecl};
 use super::decl::err_at;
+pub use super::decl::{read_flake, FlakeDecl, InputDecl};
 use super::fetch::{Fetched, InputFetcher, LocalTree, Tracked};
 use super::lock::{Edge, LockFile, Locked, Node};
 use super::params::{self, GfxCheck, ParamValue};
@@ -117,7 +117,10 @@ impl Locker<'_, '_> {
     fn updating(&self, path: &str) -> bool {
         match &self.opts.mode {
             LockMode::Update(set) => {
-                set.is_empty() || set.iter().any(|s| s == path || path.starts_with(&format!("{s}/")))
+                set.is_empty()
+                    || set
+                        .iter()
+                        .any(|s| s == path || path.starts_with(&format!("{s}/")))
             }
             _ => false,
         }
@@ -181,16 +184,24 @@ impl Locker<'_, '_> {
             let reuse = old_child.clone().filter(|c| {
                 let n = &self.old.map(|l| &l.nodes[c]);
                 !self.updating(&ipath)
-                    && n.is_some_and(|n| n.original.as_ref() == Some(&reference) && n.flake == input.flake)
+                    && n.is_some_and(|n| {
+                        n.original.as_ref() == Some(&reference) && n.flake == input.flake
+                    })
             });
             let old_node_name = old_child.clone();
             let (fetched, locked, name_in_lock) = match reuse {
                 Some(c) => {
                     let Some(lk) = self.old.and_then(|l| l.nodes[&c].locked.clone()) else {
-                        return Err(mismatch(&format!("input '{ipath}' has no locked entry"), None));
+                        return Err(mismatch(
+                            &format!("input '{ipath}' has no locked entry"),
+                            None,
+                        ));
                     };
                     let want = Hash::parse_sri(&lk.nar_hash).map_err(|e| {
-                        err(format!("flake.lock: input '{ipath}': narHash '{}': {e}", lk.nar_hash))
+                        err(format!(
+                            "flake.lock: input '{ipath}': narHash '{}': {e}",
+                            lk.nar_hash
+                        ))
                     })?;
                     let f = self
                         .opts
@@ -216,7 +227,10 @@ impl Locker<'_, '_> {
                     }
                     let expected = match &reference.nar_hash {
                         Some(h) => Some(Hash::parse_sri(h).map_err(|e| {
-                            err_at(format!("input '{ipath}': narHash '{h}': {e}"), Some(input.pos))
+                            err_at(
+                                format!("input '{ipath}': narHash '{h}': {e}"),
+                                Some(input.pos),
+                            )
                         })?),
                         None => None,
                     };
@@ -258,7 +272,8 @@ impl Locker<'_, '_> {
                 let child_decl = Rc::new(read_flake(ev, &logical, self.opts.gfx)?);
                 let mut child_path = path.to_vec();
                 child_path.push(name.clone());
-                let old_for_child = old_node_name.filter(|n| self.old.is_some_and(|l| l.nodes.contains_key(n)));
+                let old_for_child =
+                    old_node_name.filter(|n| self.old.is_some_and(|l| l.nodes.contains_key(n)));
                 self.lock_node(
                     ev,
                     &child_decl,
@@ -304,7 +319,12 @@ fn mismatch(what: &str, pos: Option<Pos>) -> Box<EvalError> {
 }
 
 /// Loads the flake `root` (a local directory or a fetched tree).
-pub fn load(ev: &mut Evaluator, root: RootTree, dir: &str, opts: &LoadOptions<'_>) -> EResult<LoadedFlake> {
+pub fn load(
+    ev: &mut Evaluator,
+    root: RootTree,
+    dir: &str,
+    opts: &LoadOptions<'_>,
+) -> EResult<LoadedFlake> {
     let (logical, physical) = match &root {
         RootTree::Local(t) => {
             if let Some(g) = &t.git {
@@ -326,7 +346,10 @@ pub fn load(ev: &mut Evaluator, root: RootTree, dir: &str, opts: &LoadOptions<'_
         ),
     };
     if !physical.join("flake.nix").is_file() {
-        return Err(err(format!("there is no flake.nix in '{}'", logical.display())));
+        return Err(err(format!(
+            "there is no flake.nix in '{}'",
+            logical.display()
+        )));
     }
     let decl = Rc::new(read_flake(ev, &logical, opts.gfx)?);
     let lock_file = physical.join("flake.lock");
@@ -337,7 +360,10 @@ pub fn load(ev: &mut Evaluator, root: RootTree, dir: &str, opts: &LoadOptions<'_
     };
     let old = match &old_lock_text {
         Some(t) => Some(LockFile::parse(t).map_err(|e| {
-            err(format!("{e} (in '{}')", logical.join("flake.lock").display()))
+            err(format!(
+                "{e} (in '{}')",
+                logical.join("flake.lock").display()
+            ))
         })?),
         None => None,
     };
@@ -349,14 +375,24 @@ pub fn load(ev: &mut Evaluator, root: RootTree, dir: &str, opts: &LoadOptions<'_
         decls: HashMap::new(),
     };
     let old_root = old.as_ref().map(|l| l.root.clone());
-    locker.lock_node(ev, &decl, "root", old_root.as_deref(), &physical, &[], &BTreeMap::new())?;
+    locker.lock_node(
+        ev,
+        &decl,
+        "root",
+        old_root.as_deref(),
+        &physical,
+        &[],
+        &BTreeMap::new(),
+    )?;
     let new = locker.new;
     for n in new.nodes.values() {
         for e in n.inputs.values() {
-            new.resolve(e).map_err(|e| err(format!("in flake.nix's inputs: {}", e.0)))?;
+            new.resolve(e)
+                .map_err(|e| err(format!("in flake.nix's inputs: {}", e.0)))?;
         }
     }
-    let params = params::resolve(&decl.params, &opts.set, opts.gfx).map_err(|e| err(e.to_string()))?;
+    let params =
+        params::resolve(&decl.params, &opts.set, opts.gfx).map_err(|e| err(e.to_string()))?;
     let graph = Rc::new(Graph {
         lock: new.clone(),
         trees: locker.trees,
@@ -491,7 +527,9 @@ fn input_value(ev: &mut Evaluator, g: &Rc<Graph>, node: &str) -> EResult<Value> 
         return Ok(v.clone());
     }
     if node == g.lock.root {
-        return Err(err("an input follows the root flake itself, which is not supported"));
+        return Err(err(
+            "an input follows the root flake itself, which is not supported",
+        ));
     }
     let tree = &g.trees[node];
     let locked = g.lock.nodes[node].locked.clone();
@@ -541,7 +579,8 @@ pub(crate) fn get_flake(ev: &mut Evaluator, reference: &str) -> EResult<Value> {
     };
     let expected = match &r.nar_hash {
         Some(h) => Some(
-            Hash::parse_sri(h).map_err(|e| err(format!("builtins.getFlake: narHash '{h}': {e}")))?,
+            Hash::parse_sri(h)
+                .map_err(|e| err(format!("builtins.getFlake: narHash '{h}': {e}")))?,
         ),
         None => None,
     };

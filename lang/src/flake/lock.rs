@@ -143,7 +143,10 @@ impl LockFile {
                 let mut cur = self.root.clone();
                 for name in path {
                     let node = self.nodes.get(&cur).ok_or_else(|| {
-                        bad(format!("follows path '{}' leads to a missing node", path.join("/")))
+                        bad(format!(
+                            "follows path '{}' leads to a missing node",
+                            path.join("/")
+                        ))
                     })?;
                     let e = node.inputs.get(name).ok_or_else(|| {
                         bad(format!(
@@ -162,10 +165,16 @@ impl LockFile {
     pub fn parse(text: &str) -> Result<LockFile, LockError> {
         let j: Json = serde_json::from_str(text)
             .map_err(|e| bad(format!("flake.lock is not valid JSON: {e}")))?;
-        let obj = j.as_object().ok_or_else(|| bad("flake.lock is not a JSON object"))?;
+        let obj = j
+            .as_object()
+            .ok_or_else(|| bad("flake.lock is not a JSON object"))?;
         match obj.get("version").and_then(Json::as_u64) {
             Some(5..=7) => {}
-            Some(v) => return Err(bad(format!("flake.lock has version {v}; rocmx reads versions 5 to 7"))),
+            Some(v) => {
+                return Err(bad(format!(
+                    "flake.lock has version {v}; rocmx reads versions 5 to 7"
+                )))
+            }
             None => return Err(bad("flake.lock has no 'version'")),
         }
         let root = obj
@@ -182,7 +191,9 @@ impl LockFile {
             nodes.insert(name.clone(), parse_node(name, n)?);
         }
         if !nodes.contains_key(&root) {
-            return Err(bad(format!("flake.lock's root node '{root}' does not exist")));
+            return Err(bad(format!(
+                "flake.lock's root node '{root}' does not exist"
+            )));
         }
         for (name, n) in &nodes {
             if name != &root && (n.original.is_none() || n.locked.is_none()) {
@@ -219,8 +230,7 @@ impl LockFile {
         top.insert("nodes".into(), Json::Object(nodes));
         top.insert("root".into(), json!(self.root));
         top.insert("version".into(), json!(VERSION));
-        let mut s = serde_json::to_string_pretty(&sort(Json::Object(top)))
-            .unwrap_or_default();
+        let mut s = serde_json::to_string_pretty(&sort(Json::Object(top))).unwrap_or_default();
         s.push('\n');
         s
     }
@@ -231,8 +241,7 @@ impl LockFile {
 fn sort(v: Json) -> Json {
     match v {
         Json::Object(m) => {
-            let sorted: BTreeMap<String, Json> =
-                m.into_iter().map(|(k, v)| (k, sort(v))).collect();
+            let sorted: BTreeMap<String, Json> = m.into_iter().map(|(k, v)| (k, sort(v))).collect();
             Json::Object(sorted.into_iter().collect())
         }
         Json::Array(a) => Json::Array(a.into_iter().map(sort).collect()),
@@ -294,9 +303,11 @@ fn parse_ref(
     what: &str,
     j: &Json,
 ) -> Result<(Source, String, Option<String>, Option<u64>), LockError> {
-    let obj = j
-        .as_object()
-        .ok_or_else(|| bad(format!("flake.lock: node '{node}': '{what}' is not an object")))?;
+    let obj = j.as_object().ok_or_else(|| {
+        bad(format!(
+            "flake.lock: node '{node}': '{what}' is not an object"
+        ))
+    })?;
     let mut attrs = Vec::new();
     let mut dir = String::new();
     let mut nar_hash = None;
@@ -335,9 +346,11 @@ fn parse_node(name: &str, j: &Json) -> Result<Node, LockError> {
         ..Node::default()
     };
     if let Some(inputs) = obj.get("inputs") {
-        let inputs = inputs
-            .as_object()
-            .ok_or_else(|| bad(format!("flake.lock: node '{name}': 'inputs' is not an object")))?;
+        let inputs = inputs.as_object().ok_or_else(|| {
+            bad(format!(
+                "flake.lock: node '{name}': 'inputs' is not an object"
+            ))
+        })?;
         for (k, v) in inputs {
             let e = match v {
                 Json::String(t) => Edge::Node(t.clone()),
@@ -371,7 +384,9 @@ fn parse_node(name: &str, j: &Json) -> Result<Node, LockError> {
     if let Some(l) = obj.get("locked") {
         let (source, dir, nar_hash, last_modified) = parse_ref(name, "locked", l)?;
         let nar_hash = nar_hash.ok_or_else(|| {
-            bad(format!("flake.lock: node '{name}': 'locked' has no 'narHash'"))
+            bad(format!(
+                "flake.lock: node '{name}': 'locked' has no 'narHash'"
+            ))
         })?;
         if !nar_hash.starts_with("sha256-") {
             return Err(bad(format!(
@@ -388,7 +403,11 @@ fn parse_node(name: &str, j: &Json) -> Result<Node, LockError> {
     match obj.get("flake") {
         None | Some(Json::Bool(true)) => {}
         Some(Json::Bool(false)) => node.flake = false,
-        Some(_) => return Err(bad(format!("flake.lock: node '{name}': 'flake' is not a boolean"))),
+        Some(_) => {
+            return Err(bad(format!(
+                "flake.lock: node '{name}': 'flake' is not a boolean"
+            )))
+        }
     }
     Ok(node)
 }
@@ -472,14 +491,22 @@ mod tests {
         assert!(e("{").contains("not valid JSON"));
         assert!(e(r#"{"version":9,"root":"root","nodes":{"root":{}}}"#).contains("version 9"));
         assert!(e(r#"{"version":7,"root":"r","nodes":{}}"#).contains("'r' does not exist"));
-        assert!(e(r#"{"version":7,"root":"root","nodes":{"root":{"inputs":{"a":"b"}}}}"#)
-            .contains("missing node 'b'"));
-        assert!(e(r#"{"version":7,"root":"root","nodes":{"root":{"inputs":{"a":["zz"]}}}}"#)
-            .contains("names no input 'zz'"));
-        assert!(e(r#"{"version":7,"root":"root","nodes":{"root":{"inputs":{"a":["a"]}}}}"#)
-            .contains("cycle of follows"));
-        assert!(e(r#"{"version":7,"root":"root","nodes":{"root":{"inputs":{"a":["b"],"b":["a"]}}}}"#)
-            .contains("cycle of follows"));
+        assert!(
+            e(r#"{"version":7,"root":"root","nodes":{"root":{"inputs":{"a":"b"}}}}"#)
+                .contains("missing node 'b'")
+        );
+        assert!(
+            e(r#"{"version":7,"root":"root","nodes":{"root":{"inputs":{"a":["zz"]}}}}"#)
+                .contains("names no input 'zz'")
+        );
+        assert!(
+            e(r#"{"version":7,"root":"root","nodes":{"root":{"inputs":{"a":["a"]}}}}"#)
+                .contains("cycle of follows")
+        );
+        assert!(e(
+            r#"{"version":7,"root":"root","nodes":{"root":{"inputs":{"a":["b"],"b":["a"]}}}}"#
+        )
+        .contains("cycle of follows"));
         let no_hash = r#"{"version":7,"root":"root","nodes":{"root":{"inputs":{"a":"a"}},
             "a":{"original":{"type":"path","path":"/x"},"locked":{"type":"path","path":"/x"}}}}"#;
         assert!(e(no_hash).contains("no 'narHash'"));

@@ -22,7 +22,7 @@ pub mod params;
 pub mod refs;
 pub mod source;
 
-pub use fetch::{Fetched, FetchError, GitInfo, InputFetcher, LocalTree, TrackedTree};
+pub use fetch::{FetchError, Fetched, GitInfo, InputFetcher, LocalTree, TrackedTree};
 pub use lock::LockFile;
 pub use params::{ParamDecl, ParamType, ParamValue};
 pub use source::{FlakeRef, Source};

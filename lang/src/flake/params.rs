@@ -85,7 +85,10 @@ impl ParamValue {
             (ParamValue::String(_), ParamType::String)
                 | (ParamValue::Bool(_), ParamType::Bool)
                 | (ParamValue::Int(_), ParamType::Int)
-                | (ParamValue::List(_), ParamType::ListOfString | ParamType::GfxTargets)
+                | (
+                    ParamValue::List(_),
+                    ParamType::ListOfString | ParamType::GfxTargets
+                )
         )
     }
 }
@@ -192,9 +195,10 @@ pub fn resolve(
 ) -> Result<BTreeMap<String, ParamValue>, ParamError> {
     for name in set.keys() {
         if !decls.iter().any(|d| &d.name == name) {
-            let hint = crate::eval::error::did_you_mean(name, decls.iter().map(|d| d.name.as_str()))
-                .map(|s| format!(" (did you mean '{s}'?)"))
-                .unwrap_or_default();
+            let hint =
+                crate::eval::error::did_you_mean(name, decls.iter().map(|d| d.name.as_str()))
+                    .map(|s| format!(" (did you mean '{s}'?)"))
+                    .unwrap_or_default();
             return Err(ParamError::Unknown {
                 name: name.clone(),
                 hint,
@@ -265,7 +269,9 @@ mod tests {
         let p = |t, s: &str| parse_text(t, s, &no_gfx);
         assert_eq!(p(ParamType::Bool, "true"), Ok(ParamValue::Bool(true)));
         assert_eq!(p(ParamType::Bool, "no"), Ok(ParamValue::Bool(false)));
-        assert!(p(ParamType::Bool, "maybe").unwrap_err().contains("not a bool"));
+        assert!(p(ParamType::Bool, "maybe")
+            .unwrap_err()
+            .contains("not a bool"));
         assert_eq!(p(ParamType::Int, "-3"), Ok(ParamValue::Int(-3)));
         assert!(p(ParamType::Int, "3x").is_err());
         assert_eq!(
@@ -274,10 +280,18 @@ mod tests {
         );
         assert_eq!(p(ParamType::ListOfString, ""), Ok(ParamValue::List(vec![])));
         assert!(p(ParamType::ListOfString, "a,,b").is_err());
-        assert!(p(ParamType::GfxTargets, "gfx91a").unwrap_err().contains("gfx90a"));
+        assert!(p(ParamType::GfxTargets, "gfx91a")
+            .unwrap_err()
+            .contains("gfx90a"));
         assert!(p(ParamType::GfxTargets, "").is_err());
-        assert_eq!(ParamType::from_name("list of string"), Some(ParamType::ListOfString));
-        assert_eq!(ParamValue::List(vec!["a".into(), "b".into()]).to_string(), "a,b");
+        assert_eq!(
+            ParamType::from_name("list of string"),
+            Some(ParamType::ListOfString)
+        );
+        assert_eq!(
+            ParamValue::List(vec!["a".into(), "b".into()]).to_string(),
+            "a,b"
+        );
     }
 
     #[test]
@@ -287,14 +301,19 @@ mod tests {
         assert_eq!(v["jobs"], ParamValue::Int(4));
         assert_eq!(v["debug"], ParamValue::Bool(false));
         let missing = resolve(&decls(), &BTreeMap::new(), &no_gfx).unwrap_err();
-        assert!(missing.to_string().contains("--set jobs=VALUE"), "{missing}");
+        assert!(
+            missing.to_string().contains("--set jobs=VALUE"),
+            "{missing}"
+        );
         let set: BTreeMap<String, String> = [("debgu".to_string(), "1".to_string())].into();
         let e = resolve(&decls(), &set, &no_gfx).unwrap_err().to_string();
         assert!(e.contains("unknown parameter 'debgu'"), "{e}");
         assert!(e.contains("did you mean 'debug'"), "{e}");
-        assert!(e.contains("gfxTargets (gfx targets), debug (bool), jobs (int)"), "{e}");
-        let set: BTreeMap<String, String> =
-            [("jobs".to_string(), "many".to_string())].into();
+        assert!(
+            e.contains("gfxTargets (gfx targets), debug (bool), jobs (int)"),
+            "{e}"
+        );
+        let set: BTreeMap<String, String> = [("jobs".to_string(), "many".to_string())].into();
         let e = resolve(&decls(), &set, &no_gfx).unwrap_err().to_string();
         assert!(e.contains("bad value for parameter 'jobs' (int)"), "{e}");
     }

@@ -12,8 +12,8 @@ mod hash;
 mod scheme;
 mod url;
 
-pub(crate) use self::scheme::{Attr, Attrs};
 use self::scheme::{attrs_to_json, is_flake_id, matches_ref_regex, Input};
+pub(crate) use self::scheme::{Attr, Attrs};
 use self::url::{
     bad_url, decode_query, other, parse_url, percent_decode, FErr, FResult, ParsedUrl,
 };

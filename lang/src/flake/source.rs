@@ -92,9 +92,7 @@ impl Source {
                 r#ref: r#ref.clone(),
                 rev: Some(new_rev.to_string()),
             },
-            Source::GitHub {
-                owner, repo, ..
-            } => Source::GitHub {
+            Source::GitHub { owner, repo, .. } => Source::GitHub {
                 owner: owner.clone(),
                 repo: repo.clone(),
                 r#ref: None,
@@ -150,12 +148,7 @@ impl Source {
 
     /// Reads input attributes (from the reference grammar or a lock file).
     pub fn from_attrs(attrs: &[(String, String)]) -> Result<Source, String> {
-        let get = |k: &str| {
-            attrs
-                .iter()
-                .find(|(n, _)| n == k)
-                .map(|(_, v)| v.clone())
-        };
+        let get = |k: &str| attrs.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
         let ty = get("type").ok_or("the input has no 'type'")?;
         let need = |k: &str| get(k).ok_or_else(|| format!("the {ty} input has no '{k}'"));
         let rev = get("rev");
@@ -168,9 +161,25 @@ impl Source {
         }
         let known: &[&str] = match ty.as_str() {
             "path" => &["type", "path", "narHash", "lastModified", "rev", "revCount"],
-            "git" => &["type", "url", "ref", "rev", "narHash", "lastModified", "revCount"],
+            "git" => &[
+                "type",
+                "url",
+                "ref",
+                "rev",
+                "narHash",
+                "lastModified",
+                "revCount",
+            ],
             "tarball" => &["type", "url", "narHash", "lastModified"],
-            "github" => &["type", "owner", "repo", "ref", "rev", "narHash", "lastModified"],
+            "github" => &[
+                "type",
+                "owner",
+                "repo",
+                "ref",
+                "rev",
+                "narHash",
+                "lastModified",
+            ],
             _ => &[],
         };
         if let Some((k, _)) = attrs.iter().find(|(k, _)| !known.contains(&k.as_str())) {
@@ -455,7 +464,10 @@ mod tests {
         );
         assert_eq!(t.source.to_string(), "https://example.org/x-1.0.tar.gz");
         let t = p("tarball+http://127.0.0.1:8080/dl?id=3");
-        assert_eq!(t.source.to_string(), "tarball+http://127.0.0.1:8080/dl?id=3");
+        assert_eq!(
+            t.source.to_string(),
+            "tarball+http://127.0.0.1:8080/dl?id=3"
+        );
         let g = p("github:ROCm/rocm-cmake/rocm-6.4.0");
         assert_eq!(
             g.source,
@@ -471,7 +483,9 @@ mod tests {
             Source::github_archive_url("ROCm", "rocm-cmake", Some("rocm-6.4.0")),
             "https://github.com/ROCm/rocm-cmake/archive/rocm-6.4.0.tar.gz"
         );
-        let pinned = g.source.with_rev("0123456789abcdef0123456789abcdef01234567");
+        let pinned = g
+            .source
+            .with_rev("0123456789abcdef0123456789abcdef01234567");
         assert!(pinned.is_pinned());
         assert_eq!(
             pinned.to_string(),
