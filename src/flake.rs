@@ -139,6 +139,47 @@ pub fn fetcher(store: &Rc<LocalStore>) -> EResult<Rc<Fetcher>> {
     )))
 }
 
+/// A fetcher made on first use: evaluations that may call `builtins.getFlake`
+/// (any `rocmx build FILE`) but rarely do then read no configuration for it.
+pub struct LazyFetcher {
+    store: Rc<LocalStore>,
+    made: std::cell::OnceCell<Result<Rc<Fetcher>, String>>,
+}
+
+impl LazyFetcher {
+    pub fn new(store: Rc<LocalStore>) -> LazyFetcher {
+        LazyFetcher {
+            store,
+            made: std::cell::OnceCell::new(),
+        }
+    }
+
+    fn get(&self) -> Result<&Rc<Fetcher>, rocmx_lang::flake::FetchError> {
+        self.made
+            .get_or_init(|| fetcher(&self.store).map_err(|e| e.msg.clone()))
+            .as_ref()
+            .map_err(|e| rocmx_lang::flake::FetchError(e.clone()))
+    }
+}
+
+impl InputFetcher for LazyFetcher {
+    fn fetch(
+        &self,
+        source: &Source,
+        base: &Path,
+        expected: Option<&rocmx_store::Hash>,
+    ) -> Result<rocmx_lang::flake::Fetched, rocmx_lang::flake::FetchError> {
+        self.get()?.fetch(source, base, expected)
+    }
+
+    fn local_tree(
+        &self,
+        dir: &Path,
+    ) -> Result<rocmx_lang::flake::LocalTree, rocmx_lang::flake::FetchError> {
+        self.get()?.local_tree(dir)
+    }
+}
+
 /// Loads the flake `reference` (in place when it is a local directory) and
 /// writes its lock file when that is called for: always in `Relock` and
 /// `Update` modes, in `Use` mode only to create a missing one for a flake with

@@ -41,7 +41,7 @@ use rocmx_lang::value::Attrs;
 use rocmx_lang::{EvalSettings, Evaluator, Value};
 use rocmx_store::{Derivation, LocalStore, StorePath};
 
-use super::path_info::{open_store, store_msg, Fail};
+use super::path_info::{store_msg, Fail};
 use super::StoreOpt;
 use crate::evalstore::LocalEvalStore;
 use crate::flake::{parse_installable, FlakeOpts, Installable};
@@ -174,22 +174,16 @@ pub fn run(mut args: BuildArgs, store_opt: &StoreOpt) -> i32 {
         );
         return 2;
     }
-    let store = match open_store(store_opt) {
-        Ok(s) => Rc::new(s),
-        Err(Fail::Msg(m)) => {
-            eprintln!("error: {m}");
-            return 1;
-        }
-        Err(_) => return 1,
+    let store = match super::path_info::open_store_or_exit(store_opt) {
+        Ok(s) => s,
+        Err(code) => return code,
     };
     let settings = settings(&args);
     let eval_store = Rc::new(LocalEvalStore::new(store.clone()));
     let mut ev = Evaluator::new(settings, eval_store.clone());
-    // For `builtins.getFlake`; a flake installable sets its own.
-    if let Ok(f) = crate::flake::fetcher(&store) {
-        let f: Rc<dyn rocmx_lang::flake::InputFetcher> = f;
-        ev.fetcher = Some(f);
-    }
+    // For `builtins.getFlake` (made when first used); a flake installable
+    // sets its own.
+    ev.fetcher = Some(Rc::new(crate::flake::LazyFetcher::new(store.clone())));
     let mut params = None;
     let targets = match find_targets(&mut ev, &args, &store, &mut params)
         .and_then(|t| eval_store.flush().map(|()| t))

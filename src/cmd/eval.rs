@@ -193,13 +193,9 @@ fn eval_flake(
         eprintln!("error: --arg, --argstr and -A do not apply to a flake; write {reference}#ATTRPATH and --set NAME=VALUE");
         return 2;
     }
-    let store = match super::path_info::open_store(store_opt) {
-        Ok(s) => Rc::new(s),
-        Err(super::path_info::Fail::Msg(m)) => {
-            eprintln!("error: {m}");
-            return 1;
-        }
-        Err(_) => return 1,
+    let store = match super::path_info::open_store_or_exit(store_opt) {
+        Ok(s) => s,
+        Err(code) => return code,
     };
     let eval_store = Rc::new(crate::evalstore::LocalEvalStore::new(store.clone()));
     let mut ev = Evaluator::new(settings, eval_store.clone());

@@ -25,7 +25,6 @@ use rocmx_lang::{EvalSettings, Evaluator, Value};
 use serde_json::{json, Map, Value as Json};
 
 use super::common::cwd;
-use super::path_info::{open_store, Fail};
 use super::StoreOpt;
 use crate::evalstore::LocalEvalStore;
 use crate::flake::{load_root, parse_installable, FlakeOpts, Installable};
@@ -83,13 +82,9 @@ fn err(msg: impl Into<String>) -> Box<EvalError> {
 }
 
 pub fn run(args: FlakeArgs, store_opt: &StoreOpt) -> i32 {
-    let store = match open_store(store_opt) {
-        Ok(s) => Rc::new(s),
-        Err(Fail::Msg(m)) => {
-            eprintln!("error: {m}");
-            return 1;
-        }
-        Err(_) => return 1,
+    let store = match super::path_info::open_store_or_exit(store_opt) {
+        Ok(s) => s,
+        Err(code) => return code,
     };
     let eval_store = Rc::new(LocalEvalStore::new(store.clone()));
     let mut ev = Evaluator::new(EvalSettings::default(), eval_store.clone());
@@ -176,11 +171,11 @@ fn run_in(
         }
         FlakeCommand::Show { flake, json, opts } => {
             let l = load(ev, store, &flake, LockMode::Use, &opts)?;
-            show(ev, &l, &flake, json)
+            show(ev, &l, json)
         }
         FlakeCommand::Metadata { flake, json, opts } => {
             let l = load(ev, store, &flake, LockMode::Use, &opts)?;
-            metadata(&l, &flake, json)
+            metadata(&l, json)
         }
     }
 }
@@ -268,7 +263,7 @@ fn params_json(l: &LoadedFlake) -> Json {
     Json::Object(m)
 }
 
-fn show(ev: &mut Evaluator, l: &LoadedFlake, flake: &str, as_json: bool) -> EResult<String> {
+fn show(ev: &mut Evaluator, l: &LoadedFlake, as_json: bool) -> EResult<String> {
     let outputs = match ev.force(&l.value)? {
         Value::Attrs(a) => a.get("outputs").cloned(),
         _ => None,
@@ -294,7 +289,7 @@ fn show(ev: &mut Evaluator, l: &LoadedFlake, flake: &str, as_json: bool) -> ERes
         return Ok(format!("{j}\n"));
     }
     let mut out = String::new();
-    out.push_str(&flake_url(l, flake));
+    out.push_str(&flake_url(l));
     if let Some(d) = &l.decl.description {
         out.push_str(&format!(": {d}"));
     }
@@ -386,15 +381,14 @@ fn render_tree(out: &mut String, prefix: &str, name: &str, v: &Json, last: bool)
     }
 }
 
-fn flake_url(l: &LoadedFlake, flake: &str) -> String {
+fn flake_url(l: &LoadedFlake) -> String {
     match &l.root {
         RootTree::Local(t) => format!("path:{}", t.dir.display()),
         RootTree::Fetched(f) => f.locked.to_string(),
     }
-    .replace("path:.", flake)
 }
 
-fn metadata(l: &LoadedFlake, flake: &str, as_json: bool) -> EResult<String> {
+fn metadata(l: &LoadedFlake, as_json: bool) -> EResult<String> {
     let (path, rev, dirty) = match &l.root {
         RootTree::Local(t) => (
             t.dir.display().to_string(),
@@ -410,7 +404,7 @@ fn metadata(l: &LoadedFlake, flake: &str, as_json: bool) -> EResult<String> {
     let lock_json: Json = serde_json::from_str(&l.lock_text).unwrap_or(Json::Null);
     if as_json {
         let mut m = Map::new();
-        m.insert("url".into(), json!(flake_url(l, flake)));
+        m.insert("url".into(), json!(flake_url(l)));
         m.insert("path".into(), json!(path));
         m.insert("description".into(), json!(l.decl.description));
         if let Some(r) = &rev {
@@ -427,7 +421,7 @@ fn metadata(l: &LoadedFlake, flake: &str, as_json: bool) -> EResult<String> {
         return Ok(format!("{}\n", Json::Object(m)));
     }
     let mut out = String::new();
-    out.push_str(&format!("URL:           {}\n", flake_url(l, flake)));
+    out.push_str(&format!("URL:           {}\n", flake_url(l)));
     if let Some(d) = &l.decl.description {
         out.push_str(&format!("Description:   {d}\n"));
     }

@@ -20,7 +20,6 @@ use rocmx_lang::value::Attrs;
 use rocmx_lang::{EvalSettings, Evaluator, Value};
 
 use super::common::{auto_call, cwd, select, split_attr_path};
-use super::path_info::{open_store, Fail};
 use super::StoreOpt;
 use crate::evalstore::LocalEvalStore;
 use crate::flake::{parse_installable, FlakeOpts, Installable};
@@ -46,13 +45,9 @@ struct Entry {
 }
 
 pub fn run(args: LicensesArgs, store_opt: &StoreOpt) -> i32 {
-    let store = match open_store(store_opt) {
-        Ok(s) => Rc::new(s),
-        Err(Fail::Msg(m)) => {
-            eprintln!("error: {m}");
-            return 1;
-        }
-        Err(_) => return 1,
+    let store = match super::path_info::open_store_or_exit(store_opt) {
+        Ok(s) => s,
+        Err(code) => return code,
     };
     let eval_store = Rc::new(LocalEvalStore::new(store.clone()));
     let mut ev = Evaluator::new(EvalSettings::default(), eval_store);

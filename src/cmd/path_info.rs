@@ -274,6 +274,14 @@ pub(crate) fn exit_code(r: Result<(), Fail>) -> i32 {
     }
 }
 
+/// [`open_store`] for commands that stop when it fails: the error is printed
+/// and the exit code given.
+pub(crate) fn open_store_or_exit(s: &StoreOpt) -> Result<std::rc::Rc<LocalStore>, i32> {
+    open_store(s)
+        .map(std::rc::Rc::new)
+        .map_err(|e| exit_code(Err(e)))
+}
+
 /// The store at `--store DIR` / `ROCMX_STORE`, or at the default root.
 pub(crate) fn open_store(s: &StoreOpt) -> Result<LocalStore, Fail> {
     let root = s.root.clone().unwrap_or_else(LocalStore::default_root);
