@@ -283,13 +283,15 @@ fn read_param(
 ) -> EResult<ParamDecl> {
     let a = match ev.force(v)? {
         Value::Attrs(a) => a,
-        other => return Err(err_at(
-            format!(
+        other => {
+            return Err(err_at(
+                format!(
                 "parameter '{name}' must be a set {{ type; default; description; }}, but it is {}",
                 other.type_().described()
             ),
-            pos,
-        )),
+                pos,
+            ))
+        }
     };
     let types: Vec<String> = ParamType::ALL.iter().map(|t| format!("\"{t}\"")).collect();
     let ty = match a.get("type") {
