@@ -7,6 +7,7 @@
 //! namespaces (the sandbox needs them).
 
 mod common;
+use common::http::Server;
 use common::{err, make_writable, out};
 
 use std::fs;
@@ -413,71 +414,6 @@ fn evaluation_errors_are_rendered_and_bad_targets_refused() {
     assert_eq!(o.status.code(), Some(2));
 }
 
-/// A loopback HTTP server for fixed-output builds: `GET /file` gives `body`; `GET
-/// /barrier` answers only once `barrier` requests are waiting (or after 20 s, with
-/// `timeout\n`), so two builds finish only if they run at the same time.
-struct Server {
-    port: u16,
-}
-
-impl Server {
-    fn start(body: &'static [u8], barrier: usize) -> Server {
-        use std::io::{BufRead, BufReader, Write as _};
-        use std::net::{TcpListener, TcpStream};
-        use std::sync::{Arc, Condvar, Mutex};
-        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let port = l.local_addr().unwrap().port();
-        let waiting = Arc::new((Mutex::new(0usize), Condvar::new()));
-        std::thread::spawn(move || {
-            for s in l.incoming() {
-                let Ok(s) = s else { continue };
-                let waiting = waiting.clone();
-                std::thread::spawn(move || {
-                    let mut r = BufReader::new(s.try_clone().expect("clone"));
-                    let mut line = String::new();
-                    let _ = r.read_line(&mut line);
-                    loop {
-                        let mut h = String::new();
-                        if r.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
-                            break;
-                        }
-                    }
-                    let reply = |mut s: &TcpStream, code: &str, b: &[u8]| {
-                        let _ = write!(
-                            s,
-                            "HTTP/1.1 {code}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                            b.len()
-                        );
-                        let _ = s.write_all(b);
-                    };
-                    if line.starts_with("GET /file ") {
-                        reply(&s, "200 OK", body);
-                    } else if line.starts_with("GET /barrier ") {
-                        let (m, cv) = &*waiting;
-                        let mut n = m.lock().unwrap();
-                        *n += 1;
-                        cv.notify_all();
-                        let deadline =
-                            std::time::Instant::now() + std::time::Duration::from_secs(20);
-                        while *n < barrier && std::time::Instant::now() < deadline {
-                            n = cv
-                                .wait_timeout(n, std::time::Duration::from_millis(100))
-                                .unwrap()
-                                .0;
-                        }
-                        let met = *n >= barrier;
-                        drop(n);
-                        reply(&s, "200 OK", if met { b"together\n" } else { b"timeout\n" });
-                    } else {
-                        reply(&s, "404 Not Found", b"no\n");
-                    }
-                });
-            }
-        });
-        Server { port }
-    }
-}
-
 /// Writes `name.nix` into the fixture and builds it: `rocmx build --file name.nix ARGS`.
 fn run_file(f: &Fixture, name: &str, text: &str, args: &[&str]) -> Output {
     let path = f.dir.path().join(name);
@@ -531,7 +467,7 @@ fn two_jobs_really_run_at_once() {
     require_sandbox!();
     // Two fixed-output builds fetch from a server that answers only when both wait at
     // once: with -j 2 they both get `together`; one at a time, the first would time out.
-    let server = Server::start(b"", 2);
+    let server = Server::builder().barrier("barrier", 2).start();
     let f = Fixture::new();
     let text = format!(
         r#"let {MK}
@@ -542,7 +478,7 @@ fn two_jobs_really_run_at_once() {
   }} "wget -q -O $out http://127.0.0.1:{port}/barrier";
 in {{ one = fetch "1"; two = fetch "2"; }}"#,
         hash = sha256_sri(b"together\n"),
-        port = server.port
+        port = server.port()
     );
     fs::create_dir_all(f.dir.path().join("bb/bin")).unwrap();
     let _ = symlink("sh", f.dir.path().join("bb/bin/wget"));
@@ -754,7 +690,7 @@ in {{ cyc = mk "cyc" {{ outputs = [ "out" "dev" ]; }} "mkdir $out $dev; echo $de
 #[test]
 fn builtin_fetchurl_from_a_loopback_server_and_a_wrong_hash() {
     require_sandbox!();
-    let server = Server::start(b"fetched bytes\n", 0);
+    let server = Server::builder().file("file", b"fetched bytes\n").start();
     let f = Fixture::new();
     let good = sha256_sri(b"fetched bytes\n");
     let wrong = sha256_sri(b"other bytes\n");
@@ -765,7 +701,7 @@ fn builtin_fetchurl_from_a_loopback_server_and_a_wrong_hash() {
   url = "http://127.0.0.1:{port}/file";
   outputHashMode = "flat"; outputHashAlgo = "sha256"; outputHash = "{hash}";
 }}; }}"#,
-            port = server.port
+            port = server.port()
         )
     };
     let o = run_file(

@@ -8,11 +8,10 @@
 //! namespaces, busybox) is needed.
 
 mod common;
+use common::http::Server;
 use common::{err, make_writable};
 
 use std::fs;
-use std::io::{BufRead, BufReader, Write};
-use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::thread;
@@ -26,45 +25,11 @@ const EMPTY_SHA256: &str = "sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="
 /// Starts a loopback server: `GET /to-file` redirects to `file:///etc/passwd`,
 /// `GET /drip` sends one byte every 200 ms for at most a minute. Gives the port.
 fn serve() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    let port = l.local_addr().expect("local addr").port();
-    thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(s) = s else { continue };
-            thread::spawn(move || {
-                let _ = answer(s);
-            });
-        }
-    });
-    port
-}
-
-fn answer(mut s: TcpStream) -> std::io::Result<()> {
-    s.set_read_timeout(Some(Duration::from_secs(10)))?;
-    let mut r = BufReader::new(s.try_clone()?);
-    let mut line = String::new();
-    r.read_line(&mut line)?;
-    loop {
-        let mut h = String::new();
-        if r.read_line(&mut h)? == 0 || h == "\r\n" {
-            break;
-        }
-    }
-    if line.starts_with("GET /to-file ") {
-        s.write_all(
-            b"HTTP/1.1 302 Found\r\nLocation: file:///etc/passwd\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-        )?;
-    } else if line.starts_with("GET /drip ") {
-        s.write_all(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n")?;
-        for _ in 0..300 {
-            s.write_all(b"x")?;
-            s.flush()?;
-            thread::sleep(Duration::from_millis(200));
-        }
-    } else {
-        s.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")?;
-    }
-    s.flush()
+    Server::builder()
+        .redirect("to-file", "file:///etc/passwd")
+        .drip("drip", 300, Duration::from_millis(200))
+        .start()
+        .port()
 }
 
 /// Builds attribute `x` of a file holding one `builtin:fetchurl` derivation of

@@ -13,55 +13,14 @@
 //! the Release fallback, "up to date" and byte-identical re-locking.
 
 mod common;
+use common::http::Server;
 use common::{err, out};
 
 use std::fs;
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
 const BIN: &str = env!("CARGO_BIN_EXE_rocmx");
-
-/// Serves the files of a directory (`GET /a/b` → `DIR/a/b`), 404 otherwise.
-fn serve(root: PathBuf) -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for conn in l.incoming() {
-            let Ok(mut c) = conn else { continue };
-            let mut r = BufReader::new(c.try_clone().unwrap());
-            let mut line = String::new();
-            if r.read_line(&mut line).is_err() {
-                continue;
-            }
-            loop {
-                let mut h = String::new();
-                if r.read_line(&mut h).is_err() || h.trim().is_empty() {
-                    break;
-                }
-            }
-            let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
-            let file = root.join(path.trim_start_matches('/'));
-            match fs::read(&file) {
-                Ok(body) => {
-                    let _ = write!(
-                        c,
-                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                        body.len()
-                    );
-                    let _ = c.write_all(&body);
-                }
-                Err(_) => {
-                    let _ = c.write_all(
-                        b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-                    );
-                }
-            }
-        }
-    });
-    port
-}
 
 /// One package paragraph: the given fields plus Filename, Size and SHA256.
 fn para(name: &str, version: &str, arch: &str, extra: &str) -> String {
@@ -167,7 +126,8 @@ SHA256:\n {sha} {} main/binary-amd64/Packages.xz\n \
     let apt = dir.path().join("apt-root");
     fs::create_dir_all(&work).unwrap();
     fs::create_dir_all(apt.join("etc/apt/apt.conf.d")).unwrap();
-    let port = serve(root.clone());
+    // `GET /a/b` gives `root/a/b`, 404 otherwise.
+    let port = Server::dir(&root).port();
     Repo {
         _dir: dir,
         root,

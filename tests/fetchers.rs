@@ -7,71 +7,17 @@
 //! directories (`--store DIR`). `builtin:fetchurl` runs in-process: no sandbox needed.
 
 mod common;
+use common::http::Server;
 use common::{err, make_writable, out};
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::{BufRead, BufReader, Write};
-use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::{Arc, Mutex};
-use std::thread;
-use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_rocmx");
 const REPO: &str = env!("CARGO_MANIFEST_DIR");
-
-/// A loopback server answering `GET /NAME` with `files[NAME]`, 404 otherwise. Gives
-/// the port and the paths requested, in order.
-fn serve(files: BTreeMap<String, Vec<u8>>) -> (u16, Arc<Mutex<Vec<String>>>) {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    let port = l.local_addr().expect("local addr").port();
-    let log = Arc::new(Mutex::new(Vec::new()));
-    let files = Arc::new(files);
-    let seen = log.clone();
-    thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(s) = s else { continue };
-            let _ = answer(s, &files, &seen);
-        }
-    });
-    (port, log)
-}
-
-fn answer(
-    mut s: TcpStream,
-    files: &BTreeMap<String, Vec<u8>>,
-    seen: &Mutex<Vec<String>>,
-) -> std::io::Result<()> {
-    s.set_read_timeout(Some(Duration::from_secs(10)))?;
-    let mut r = BufReader::new(s.try_clone()?);
-    let mut line = String::new();
-    r.read_line(&mut line)?;
-    loop {
-        let mut h = String::new();
-        if r.read_line(&mut h)? == 0 || h == "\r\n" {
-            break;
-        }
-    }
-    let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
-    seen.lock().expect("log").push(path.clone());
-    match files.get(path.trim_start_matches('/')) {
-        Some(body) => {
-            write!(
-                s,
-                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                body.len()
-            )?;
-            s.write_all(body)?;
-        }
-        None => s.write_all(
-            b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-        )?,
-    }
-    s.flush()
-}
 
 /// `rocmx --store DIR/root ARGS…` in `dir`, without the host's configuration.
 fn rocmx(dir: &Path, args: &[&str]) -> Output {
@@ -147,7 +93,8 @@ fn fetchurl_tries_the_urls_in_order() {
     let d = dir.path();
     let body = b"the real bytes\n".to_vec();
     fs::write(d.join("ok"), &body).expect("write");
-    let (port, seen) = serve(BTreeMap::from([("ok".to_string(), body.clone())]));
+    let srv = Server::files(BTreeMap::from([("ok".to_string(), body.clone())]));
+    let port = srv.port();
     let sri = rocmx_hash(d, &["hash", "file", "--type", "sha256", "--sri", "ok"]);
     let (p, real) = build(
         d,
@@ -155,7 +102,7 @@ fn fetchurl_tries_the_urls_in_order() {
             r#"f.fetchurl {{ urls = [ "http://127.0.0.1:{port}/missing" "http://127.0.0.1:{port}/ok" ]; hash = "{sri}"; }}"#
         ),
     );
-    assert_eq!(*seen.lock().expect("log"), ["/missing", "/ok"]);
+    assert_eq!(srv.requests(), ["/missing", "/ok"]);
     // Named after the first URL's last segment.
     assert!(p.ends_with("-missing"), "{p}");
     assert_eq!(fs::read(&real).expect("read output"), body);
@@ -187,7 +134,7 @@ fn fetchurl_tries_the_urls_in_order() {
             assert_eq!(p3, p);
         }
     }
-    assert_eq!(seen.lock().expect("log").len(), 2);
+    assert_eq!(srv.hits(), 2);
 
     // An explicit name, and executable (a recursive hash of the 0555 file).
     fs::set_permissions(d.join("ok"), fs::Permissions::from_mode(0o755)).expect("chmod");
@@ -222,7 +169,7 @@ fn fetchzip_unpacks_with_a_recursive_hash() {
         .expect("tar");
     assert!(st.success());
     let tgz = fs::read(d.join("hello-2.12.tar.gz")).expect("read");
-    let (port, _) = serve(BTreeMap::from([("hello-2.12.tar.gz".to_string(), tgz)]));
+    let port = Server::files(BTreeMap::from([("hello-2.12.tar.gz".to_string(), tgz)])).port();
     let hash = rocmx_hash(
         d,
         &[
@@ -275,22 +222,22 @@ fn fetchzip_unpacks_with_a_recursive_hash() {
 fn a_prefetched_url_builds_without_a_download() {
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
-    let (port, seen) = serve(BTreeMap::from([(
+    let srv = Server::files(BTreeMap::from([(
         "pool/x_1.0.orig.tar.xz".to_string(),
         b"orig tarball".to_vec(),
     )]));
-    let url = format!("http://127.0.0.1:{port}/pool/x_1.0.orig.tar.xz");
+    let url = srv.url("pool/x_1.0.orig.tar.xz");
     let o = rocmx(d, &["store", "prefetch", &url]);
     assert!(o.status.success(), "{}", err(&o));
     let hash = out(&o).trim().to_string();
-    assert_eq!(seen.lock().expect("log").len(), 1);
+    assert_eq!(srv.hits(), 1);
     let (p, _) = build(
         d,
         &format!(r#"f.fetchurl {{ url = "{url}"; hash = "{hash}"; }}"#),
     );
     assert!(p.ends_with("-x_1.0.orig.tar.xz"), "{p}");
     assert!(err(&o).contains(&format!("path is '{p}'")), "{}", err(&o));
-    assert_eq!(seen.lock().expect("log").len(), 1, "fetched again");
+    assert_eq!(srv.hits(), 1, "fetched again");
     make_writable(d);
 }
 

@@ -6,67 +6,14 @@
 //! the same URL is caught by the locked NAR hash.
 
 mod common;
+use common::http::Server;
 use common::{err, out};
 
 use std::fs;
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
-use std::sync::{Arc, Mutex};
 
 const BIN: &str = env!("CARGO_BIN_EXE_rocmx");
-
-/// Serves files of a directory (`GET /a/b` → `DIR/a/b`), 404 otherwise, and
-/// remembers the paths asked for.
-struct Server {
-    port: u16,
-    asked: Arc<Mutex<Vec<String>>>,
-}
-
-impl Server {
-    fn start(root: PathBuf) -> Server {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = l.local_addr().unwrap().port();
-        let asked = Arc::new(Mutex::new(Vec::new()));
-        let log = asked.clone();
-        std::thread::spawn(move || {
-            for conn in l.incoming() {
-                let Ok(mut c) = conn else { continue };
-                let mut r = BufReader::new(c.try_clone().unwrap());
-                let mut line = String::new();
-                if r.read_line(&mut line).is_err() {
-                    continue;
-                }
-                loop {
-                    let mut h = String::new();
-                    if r.read_line(&mut h).is_err() || h.trim().is_empty() {
-                        break;
-                    }
-                }
-                let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
-                log.lock().unwrap().push(path.clone());
-                let file = root.join(path.trim_start_matches('/'));
-                match fs::read(&file) {
-                    Ok(body) => {
-                        let _ = write!(
-                            c,
-                            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                            body.len()
-                        );
-                        let _ = c.write_all(&body);
-                    }
-                    Err(_) => {
-                        let _ = c.write_all(
-                            b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-                        );
-                    }
-                }
-            }
-        });
-        Server { port, asked }
-    }
-}
 
 fn run(dir: &Path, store: &Path, gh: u16, args: &[&str]) -> Output {
     Command::new(BIN)
@@ -154,8 +101,9 @@ fn tarball_and_github_flakes() {
     .unwrap()
     .trim()
     .to_string();
-    let srv = Server::start(www.clone());
-    let p = srv.port;
+    // `GET /a/b` gives `www/a/b` as it is at the time, 404 otherwise.
+    let srv = Server::dir(&www);
+    let p = srv.port();
 
     // The root flake itself from a URL.
     let o = run(
@@ -218,13 +166,11 @@ fn tarball_and_github_flakes() {
         "{text}"
     );
     assert!(
-        srv.asked
-            .lock()
-            .unwrap()
+        srv.requests()
             .iter()
             .any(|a| a == "/o/r/archive/main.tar.gz"),
         "{:?}",
-        srv.asked.lock().unwrap()
+        srv.requests()
     );
     let lock: serde_json::Value =
         serde_json::from_str(&fs::read_to_string(top.join("flake.lock")).unwrap()).unwrap();
@@ -241,19 +187,14 @@ fn tarball_and_github_flakes() {
         .starts_with("sha256-"));
 
     // With the lock, the inputs come from the store: no download at all.
-    srv.asked.lock().unwrap().clear();
+    srv.clear_requests();
     ok(&run(
         &top,
         &store,
         p,
         &["build", "--dry-run", "--json", ".#gh", ".#tb"],
     ));
-    assert_eq!(
-        srv.asked.lock().unwrap().len(),
-        0,
-        "{:?}",
-        srv.asked.lock().unwrap()
-    );
+    assert_eq!(srv.hits(), 0, "{:?}", srv.requests());
     // A store without them fetches the GitHub input by its locked commit.
     let store = d.join("store2");
     fs::copy(
@@ -268,7 +209,7 @@ fn tarball_and_github_flakes() {
         &["build", "--dry-run", "--json", ".#gh"],
     ));
     // (Every input is fetched while the lock is checked, the tarball too.)
-    let asked = srv.asked.lock().unwrap().clone();
+    let asked = srv.requests();
     assert!(
         asked.contains(&format!("/o/r/archive/{commit}.tar.gz")),
         "{asked:?}"

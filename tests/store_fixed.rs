@@ -7,69 +7,15 @@
 //! 127.0.0.1 only; stores live in temporary directories.
 
 mod common;
+use common::http::Server;
 use common::{err, make_writable, out};
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::{BufRead, BufReader, Write};
-use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Command, Output};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::thread;
-use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_rocmx");
-
-/// A loopback server answering `GET /NAME` with the bytes of `files[NAME]`, 404
-/// otherwise. Gives the port and the number of requests served.
-fn serve(files: BTreeMap<String, Vec<u8>>) -> (u16, Arc<AtomicUsize>) {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    let port = l.local_addr().expect("local addr").port();
-    let hits = Arc::new(AtomicUsize::new(0));
-    let files = Arc::new(files);
-    let h = hits.clone();
-    thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(s) = s else { continue };
-            h.fetch_add(1, Ordering::SeqCst);
-            let files = files.clone();
-            thread::spawn(move || {
-                let _ = answer(s, &files);
-            });
-        }
-    });
-    (port, hits)
-}
-
-fn answer(mut s: TcpStream, files: &BTreeMap<String, Vec<u8>>) -> std::io::Result<()> {
-    s.set_read_timeout(Some(Duration::from_secs(10)))?;
-    let mut r = BufReader::new(s.try_clone()?);
-    let mut line = String::new();
-    r.read_line(&mut line)?;
-    loop {
-        let mut h = String::new();
-        if r.read_line(&mut h)? == 0 || h == "\r\n" {
-            break;
-        }
-    }
-    let path = line.split_whitespace().nth(1).unwrap_or("/");
-    match files.get(path.trim_start_matches('/')) {
-        Some(body) => {
-            write!(
-                s,
-                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                body.len()
-            )?;
-            s.write_all(body)?;
-        }
-        None => s.write_all(
-            b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-        )?,
-    }
-    s.flush()
-}
 
 /// `rocmx --store ROOT ARGS…` in `dir`, with no configuration files of the host.
 fn rocmx(dir: &Path, args: &[&str]) -> Output {
@@ -301,7 +247,8 @@ fn prefetch_prints_the_hash_and_seeds_the_store() {
     let body: Vec<u8> = (0..100_000u32).map(|i| (i * 7 % 251) as u8).collect();
     fs::write(d.join("expected"), &body).expect("write");
     let files = BTreeMap::from([("dl/pkg-1.0.tar.xz".to_string(), body.clone())]);
-    let (port, hits) = serve(files);
+    let srv = Server::files(files);
+    let port = srv.port();
     let url = format!("http://127.0.0.1:{port}/dl/pkg-1.0.tar.xz");
 
     let o = rocmx(d, &["store", "prefetch", &url]);
@@ -329,13 +276,13 @@ fn prefetch_prints_the_hash_and_seeds_the_store() {
     assert_eq!(v["size"], 100_000);
     let sp = v["storePath"].as_str().expect("storePath").to_string();
     assert!(sp.ends_with("-pkg-1.0.tar.xz"), "{sp}");
-    assert_eq!(hits.load(Ordering::SeqCst), 2);
+    assert_eq!(srv.hits(), 2);
     // What a fetchurl of it needs is in the store: no download.
     assert_eq!(
         build_cached(d, &fetchurl_expr("pkg-1.0.tar.xz", "flat", "", &hash)),
         sp
     );
-    assert_eq!(hits.load(Ordering::SeqCst), 2);
+    assert_eq!(srv.hits(), 2);
 
     // --print-path, --name, --hash-algo.
     let o = rocmx(
@@ -382,7 +329,7 @@ fn prefetch_unpack_hashes_the_tree() {
         .expect("tar");
     assert!(st.success());
     let tgz = fs::read(d.join("pkg-1.0.tar.gz")).expect("read");
-    let (port, _) = serve(BTreeMap::from([("pkg-1.0.tar.gz".to_string(), tgz)]));
+    let port = Server::files(BTreeMap::from([("pkg-1.0.tar.gz".to_string(), tgz)])).port();
     let url = format!("http://127.0.0.1:{port}/pkg-1.0.tar.gz");
 
     let o = rocmx(d, &["store", "prefetch", "--unpack", "--json", &url]);
@@ -413,7 +360,7 @@ fn prefetch_unpack_hashes_the_tree() {
 fn prefetch_failures_are_clear() {
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
-    let (port, _) = serve(BTreeMap::new());
+    let port = Server::files(BTreeMap::new()).port();
     let url = format!("http://127.0.0.1:{port}/gone.tar.gz");
     let o = rocmx(d, &["store", "prefetch", &url]);
     assert_eq!(o.status.code(), Some(1));

@@ -11,16 +11,14 @@
 //! builders run in-process, so no sandbox is needed.
 
 mod common;
+use common::http::Server;
 use common::{err, make_writable};
 
 use std::fs;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::thread;
-use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_rocmx");
 const REPO: &str = env!("CARGO_MANIFEST_DIR");
@@ -30,54 +28,6 @@ fn have(tool: &str) -> bool {
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success())
-}
-
-/// Serves the files below `dir` on 127.0.0.1 (`GET /pool/…`); 404 otherwise.
-fn serve(dir: PathBuf) -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    let port = l.local_addr().expect("local addr").port();
-    thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(s) = s else { continue };
-            let dir = dir.clone();
-            thread::spawn(move || {
-                let _ = answer(s, &dir);
-            });
-        }
-    });
-    port
-}
-
-fn answer(mut s: TcpStream, dir: &Path) -> std::io::Result<()> {
-    s.set_read_timeout(Some(Duration::from_secs(10)))?;
-    let mut r = BufReader::new(s.try_clone()?);
-    let mut line = String::new();
-    r.read_line(&mut line)?;
-    loop {
-        let mut h = String::new();
-        if r.read_line(&mut h)? == 0 || h == "\r\n" {
-            break;
-        }
-    }
-    let path = line.split_whitespace().nth(1).unwrap_or("");
-    let body = path
-        .strip_prefix("/")
-        .filter(|p| p.starts_with("pool/") && !p.contains(".."))
-        .and_then(|p| fs::read(dir.join(p)).ok());
-    match body {
-        Some(b) => {
-            write!(
-                s,
-                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                b.len()
-            )?;
-            s.write_all(&b)?;
-        }
-        None => s.write_all(
-            b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-        )?,
-    }
-    s.flush()
 }
 
 fn run(cmd: &mut Command) {
@@ -186,7 +136,8 @@ fn lock(dir: &Path, debs: &[(&str, &str, PathBuf)]) -> PathBuf {
 /// `rocmx build -L --no-link --print-out-paths --expr (debianRootfs …)` with the
 /// loopback mirror.
 fn build_root(dir: &Path, lock: &Path) -> Output {
-    let port = serve(dir.join("mirror"));
+    // The mirror: `GET /pool/…` gives `dir/mirror/pool/…`, 404 otherwise.
+    let port = Server::dir(dir.join("mirror")).port();
     let conf = dir.join("rocmx.conf");
     fs::write(&conf, format!("mirror.debian = http://127.0.0.1:{port}\n")).unwrap();
     let expr = format!(

@@ -1,6 +1,8 @@
 //! Helpers shared by the end-to-end tests (each test file includes this module).
 #![allow(dead_code)]
 
+pub mod http;
+
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
