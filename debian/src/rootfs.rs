@@ -113,13 +113,10 @@ fn io_err<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> R
 /// merged `/usr` and makes the links of the module comment. Notes go to `log`.
 pub fn build(debs: &[PathBuf], root: &Path, log: &mut dyn Write) -> Result<Rootfs, RootfsError> {
     fs::create_dir(root).map_err(io_err("creating the root", root))?;
-    let mut unpacker = Unpacker::new(root);
-    let mut out = Rootfs::default();
-    for deb in debs {
-        let c = unpacker.unpack(deb, log)?;
-        writeln!(log, "unpacked {c}").ok();
-        out.packages.push(c);
-    }
+    let mut out = Rootfs {
+        packages: Unpacker::new(root).unpack_all(debs, log)?,
+        ..Rootfs::default()
+    };
     let arch = out
         .packages
         .iter()
