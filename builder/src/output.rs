@@ -16,7 +16,7 @@
 //! closure and the scratch path itself. The scan is an Aho–Corasick search over the NAR
 //! stream, with a 31-byte overlap between chunks so that no occurrence is missed.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::fs;
 use std::io::{self, Read, Write};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -31,38 +31,50 @@ use rocmx_store::{
     StoreError, StorePath,
 };
 
+/// Whether a byte is in the nix32 alphabet, by value.
+static IS_NIX32: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < rocmx_store::nixbase32::ALPHABET.len() {
+        t[rocmx_store::nixbase32::ALPHABET[i] as usize] = true;
+        i += 1;
+    }
+    t
+};
+
 /// Finds which of a set of hash parts occur in a byte stream fed in chunks.
+///
+/// Nix's scanning method rather than a multi-pattern automaton: a hash part is
+/// 32 nix32 characters, so each window is checked from its last byte backwards
+/// and, at the first byte outside the alphabet, the scan jumps past it. Binary
+/// data and prose rarely hold 32 such bytes in a row, so most of the stream is
+/// skipped 32 bytes at a time, and the cost does not grow with the number of
+/// candidates (a whole input closure). Only full windows are looked up.
 pub struct RefScanner {
-    ac: Option<AhoCorasick>,
-    /// The hash parts searched for, as paths, by pattern index.
+    /// Hash part → index into `paths`.
+    index: HashMap<[u8; HASH_PART_LEN], usize>,
+    /// The candidates, by index.
     paths: Vec<StorePath>,
     found: Vec<bool>,
-    /// The last `HASH_PART_LEN - 1` bytes of the previous chunk.
+    /// The last `HASH_PART_LEN - 1` bytes seen, for windows across chunks.
     tail: Vec<u8>,
-    buf: Vec<u8>,
 }
 
 impl RefScanner {
     /// A scanner for the hash parts of `candidates`.
     pub fn new<'p>(candidates: impl IntoIterator<Item = &'p StorePath>) -> RefScanner {
         let paths: Vec<StorePath> = candidates.into_iter().cloned().collect();
-        let pats: Vec<String> = paths.iter().map(StorePath::hash_part).collect();
-        let ac = if pats.is_empty() {
-            None
-        } else {
-            // Every pattern is 32 ASCII bytes, so building cannot fail. A contiguous NFA:
-            // building a DFA costs more than scanning a typical output with the NFA.
-            AhoCorasick::builder()
-                .kind(Some(aho_corasick::AhoCorasickKind::ContiguousNFA))
-                .build(&pats)
-                .ok()
-        };
+        let mut index = HashMap::with_capacity(paths.len());
+        for (i, p) in paths.iter().enumerate() {
+            if let Ok(k) = <[u8; HASH_PART_LEN]>::try_from(p.hash_part().as_bytes()) {
+                index.entry(k).or_insert(i);
+            }
+        }
         RefScanner {
             found: vec![false; paths.len()],
-            ac,
+            index,
             paths,
-            tail: Vec::new(),
-            buf: Vec::new(),
+            tail: Vec::with_capacity(2 * HASH_PART_LEN),
         }
     }
 
@@ -75,25 +87,45 @@ impl RefScanner {
             .map(|(p, _)| p.clone())
             .collect()
     }
+
+    /// Marks the candidates whose hash part is a window of `data`.
+    fn scan(&mut self, data: &[u8]) {
+        let mut i = 0;
+        while i + HASH_PART_LEN <= data.len() {
+            let w = &data[i..i + HASH_PART_LEN];
+            match w.iter().rposition(|&b| !IS_NIX32[b as usize]) {
+                Some(bad) => i += bad + 1,
+                None => {
+                    if let Some(&k) = self.index.get(w) {
+                        self.found[k] = true;
+                    }
+                    i += 1;
+                }
+            }
+        }
+    }
 }
 
 impl Write for RefScanner {
     fn write(&mut self, data: &[u8]) -> io::Result<usize> {
-        let Some(ac) = &self.ac else {
+        if self.index.is_empty() || data.is_empty() {
             return Ok(data.len());
-        };
-        self.buf.clear();
-        self.buf.extend_from_slice(&self.tail);
-        self.buf.extend_from_slice(data);
-        for m in ac.find_overlapping_iter(&self.buf[..]) {
-            if let Some(f) = self.found.get_mut(m.pattern().as_usize()) {
-                *f = true;
-            }
         }
-        let keep = (HASH_PART_LEN - 1).min(self.buf.len());
-        self.tail.clear();
-        self.tail
-            .extend_from_slice(&self.buf[self.buf.len() - keep..]);
+        // Windows that start in the previous chunks and end in this one.
+        let head = &data[..data.len().min(HASH_PART_LEN - 1)];
+        let mut joint = std::mem::take(&mut self.tail);
+        joint.extend_from_slice(head);
+        self.scan(&joint);
+        self.scan(data);
+        // Keep the last 31 bytes of everything seen.
+        if data.len() >= HASH_PART_LEN - 1 {
+            joint.clear();
+            joint.extend_from_slice(&data[data.len() - (HASH_PART_LEN - 1)..]);
+        } else {
+            let drop = joint.len().saturating_sub(HASH_PART_LEN - 1);
+            joint.drain(..drop);
+        }
+        self.tail = joint;
         Ok(data.len())
     }
     fn flush(&mut self) -> io::Result<()> {
@@ -513,7 +545,7 @@ mod tests {
             .parse()
             .unwrap();
         let data = format!("xx/rocmx/store/{}-a yy", p.hash_part());
-        for chunk in [1, 5, 31, 32, 1000] {
+        for chunk in [1, 2, 5, 30, 31, 32, 33, 1000] {
             let mut s = RefScanner::new([&p, &q]);
             for c in data.as_bytes().chunks(chunk) {
                 s.write_all(c).unwrap();
@@ -523,6 +555,42 @@ mod tests {
                 [p.clone()].into_iter().collect(),
                 "chunk {chunk}"
             );
+        }
+    }
+
+    #[test]
+    fn scanner_agrees_with_a_naive_search() {
+        let mk = |c: char| -> StorePath {
+            format!("/rocmx/store/{}-x", c.to_string().repeat(32))
+                .parse()
+                .unwrap()
+        };
+        let (a, b, c, d) = (mk('a'), mk('b'), mk('0'), mk('z'));
+        let h = |p: &StorePath| p.hash_part();
+        // Hashes inside longer nix32 runs, back to back, overlapping a near miss,
+        // at the very start and the very end; `d` never occurs in full.
+        let data = format!(
+            "{}xyz{}{}\0\x01{}{}{}",
+            h(&a),
+            h(&b),
+            "9".repeat(40),
+            &h(&d)[..31],
+            "e",
+            h(&c)
+        );
+        let bytes = data.as_bytes();
+        let want: BTreeSet<StorePath> = [&a, &b, &c, &d]
+            .into_iter()
+            .filter(|p| bytes.windows(32).any(|w| w == h(p).as_bytes()))
+            .cloned()
+            .collect();
+        assert_eq!(want.len(), 3);
+        for chunk in 1..=70 {
+            let mut s = RefScanner::new([&a, &b, &c, &d]);
+            for piece in bytes.chunks(chunk) {
+                s.write_all(piece).unwrap();
+            }
+            assert_eq!(s.found(), want, "chunk {chunk}");
         }
     }
 
