@@ -57,15 +57,15 @@ pub fn ca_string(ca: &ContentAddress) -> String {
 }
 
 /// What to register once the content is in place.
-struct Install<'a> {
-    path: &'a StorePath,
-    nar_hash: Hash,
-    nar_size: u64,
-    refs: &'a BTreeSet<StorePath>,
-    deriver: Option<&'a StorePath>,
-    ca: Option<String>,
+pub(super) struct Install<'a> {
+    pub(super) path: &'a StorePath,
+    pub(super) nar_hash: Hash,
+    pub(super) nar_size: u64,
+    pub(super) refs: &'a BTreeSet<StorePath>,
+    pub(super) deriver: Option<&'a StorePath>,
+    pub(super) ca: Option<String>,
     /// Outputs to record when `path` is a derivation.
-    drv_outputs: Vec<(String, StorePath)>,
+    pub(super) drv_outputs: Vec<(String, StorePath)>,
 }
 
 /// A text to add: its path and what registering it records.
@@ -137,7 +137,7 @@ impl<'a> NewText<'a> {
 type Produce<'a> = Box<dyn FnOnce(&Path) -> Result<(), StoreError> + 'a>;
 
 /// Where the content of an [`Install`] comes from.
-enum Content<'a> {
+pub(super) enum Content<'a> {
     /// A regular, non-executable file with these bytes (a text).
     Text(&'a [u8]),
     /// Made by the closure, normalised, at the path it is given (inside a scratch
@@ -199,7 +199,11 @@ impl LocalStore {
     /// Installs content at `inst.path` unless it is valid (see [`Content`] for where the
     /// content comes from). The caller holds the GC lock (shared). Gives whether this call
     /// installed it (`false`: it was valid already, and premade content was left alone).
-    fn install(&self, inst: Install<'_>, content: Content<'_>) -> Result<bool, StoreError> {
+    pub(super) fn install(
+        &self,
+        inst: Install<'_>,
+        content: Content<'_>,
+    ) -> Result<bool, StoreError> {
         let p = inst.path;
         if self.valid_and_rooted(p)? {
             return Ok(false);
@@ -636,11 +640,11 @@ impl LocalStore {
 
 /// A reader that hashes (BLAKE3, and optionally a second algorithm) and counts what it
 /// passes on.
-struct TeeHash<R> {
-    inner: R,
-    blake3: Hasher,
-    extra: Option<Hasher>,
-    count: u64,
+pub(super) struct TeeHash<R> {
+    pub(super) inner: R,
+    pub(super) blake3: Hasher,
+    pub(super) extra: Option<Hasher>,
+    pub(super) count: u64,
 }
 
 impl<R: Read> Read for TeeHash<R> {

@@ -495,6 +495,69 @@ pub fn query_realisation(
         .transpose()
 }
 
+/// Merges `signatures` into the valid path's; `false` if `path` is not valid.
+pub fn add_signatures(
+    conn: &Connection,
+    db: &Path,
+    path: &StorePath,
+    signatures: &[String],
+) -> Result<bool, StoreError> {
+    let row: Option<String> = conn
+        .query_row(
+            "SELECT signatures FROM valid_paths WHERE path = ?1",
+            [path.to_absolute()],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(err(db, "reading signatures"))?;
+    let Some(existing) = row else {
+        return Ok(false);
+    };
+    let mut sigs = parse_sigs(&existing)?;
+    for s in signatures {
+        if !sigs.contains(s) {
+            sigs.push(s.clone());
+        }
+    }
+    let json = serde_json::to_string(&sigs).unwrap_or_else(|_| "[]".to_string());
+    conn.execute(
+        "UPDATE valid_paths SET signatures = ?1 WHERE path = ?2",
+        params![json, path.to_absolute()],
+    )
+    .map_err(err(db, "recording signatures"))?;
+    Ok(true)
+}
+
+/// The realisations pointing at `path`: `(drv_hash, output, signatures)`, sorted.
+pub fn realisations_of(
+    conn: &Connection,
+    db: &Path,
+    path: &StorePath,
+) -> Result<Vec<(String, String, Vec<String>)>, StoreError> {
+    let mut st = conn
+        .prepare_cached(
+            "SELECT r.drv_hash, r.output, r.signatures FROM realisations r \
+             JOIN valid_paths v ON v.id = r.path WHERE v.path = ?1 \
+             ORDER BY r.drv_hash, r.output",
+        )
+        .map_err(err(db, "reading realisations"))?;
+    let rows = st
+        .query_map([path.to_absolute()], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+            ))
+        })
+        .map_err(err(db, "reading realisations"))?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (h, o, s) = row.map_err(err(db, "reading realisations"))?;
+        out.push((h, o, parse_sigs(&s)?));
+    }
+    Ok(out)
+}
+
 /// Records that output `output` of the valid derivation `drv_id` is `path`.
 pub fn add_derivation_output(
     conn: &Connection,

@@ -116,6 +116,15 @@ pub enum StoreError {
         /// The missing reference.
         reference: StorePath,
     },
+    /// Content from outside (a binary cache) that does not match what was claimed for
+    /// it: its NAR hash or size, its content address, or its path.
+    #[error("refusing {path}: {problem}")]
+    ImportRefused {
+        /// The path claimed.
+        path: StorePath,
+        /// What does not match.
+        problem: String,
+    },
     /// A scratch directory handed to `register_built` does not exist.
     #[error("cannot register {path}: its build result {scratch:?} does not exist")]
     MissingScratch {

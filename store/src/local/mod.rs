@@ -59,6 +59,7 @@ mod db;
 mod error;
 mod fsutil;
 mod gc;
+mod import;
 mod ingest;
 mod lock;
 mod owner;
@@ -72,6 +73,7 @@ pub use db::SCHEMA_VERSION;
 pub use error::StoreError;
 pub use fsutil::normalise_tree;
 pub use gc::{GcOptions, GcReport};
+pub use import::ImportClaim;
 pub use lock::open_lock_file;
 pub use verify::{Problem, VerifyReport};
 
