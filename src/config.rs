@@ -30,6 +30,10 @@
 //! download-size-limit = 64G   # largest builtin:fetchurl download
 //! connect-timeout = 30        # seconds to connect, per URL
 //! stalled-download-timeout = 300  # seconds a download may make no progress
+//!
+//! substituters = file:///srv/cache   # binary caches, in the order asked
+//! trusted-public-keys = cache-1:BASE64 other-1:BASE64
+//! secret-key-files = /etc/rocmx/cache-1.secret   # sign what is pushed
 //! ```
 //!
 //! Sizes are bytes, or a number with `K`, `M`, `G` or `T` (powers of 1024). Without a
@@ -44,7 +48,10 @@ use rocmx_builder::fetchurl::{strip_comment, Mirrors};
 use rocmx_builder::realise::BuildOptions;
 
 /// The settings of the `NAME = VALUE` form (all but `mirror.NAME`).
-pub const SETTINGS: [&str; 8] = [
+pub const SETTINGS: [&str; 11] = [
+    "substituters",
+    "trusted-public-keys",
+    "secret-key-files",
     "timeout",
     "max-silent-time",
     "max-build-processes",
@@ -148,6 +155,15 @@ impl Config {
         Ok(())
     }
 
+    /// The value of `name` that applies (the last one read), if any.
+    pub fn value(&self, name: &str) -> Option<&str> {
+        self.settings
+            .iter()
+            .rev()
+            .find(|(n, _, _)| n == name)
+            .map(|(_, v, _)| v.as_str())
+    }
+
     /// Applies the settings, in order, to `opts`.
     pub fn apply(&self, opts: &mut BuildOptions) -> Result<(), String> {
         opts.mirrors = self.mirrors.clone();
@@ -195,6 +211,8 @@ pub fn parse_size(value: &str) -> Result<u64, String> {
 fn apply_setting(opts: &mut BuildOptions, name: &str, value: &str) -> Result<(), String> {
     let size_or_none = |v: &str| parse_size(v).map(|n| (n > 0).then_some(n));
     match name {
+        // Cache settings: read by the commands that use them ([`Config::value`]).
+        "substituters" | "trusted-public-keys" | "secret-key-files" => {}
         "timeout" => opts.timeout = parse_secs(value)?,
         "max-silent-time" => opts.max_silent = parse_secs(value)?,
         "max-build-processes" => {

@@ -67,6 +67,10 @@ enum Command {
     Gfx(cmd::gfx::GfxArgs),
     /// Debian packages: `lock` pins a suite's packages (with dependencies) for a build root.
     Debian(cmd::debian::DebianArgs),
+    /// Copy closures to (`--to URL`) or from (`--from URL`) a binary cache (file:///DIR).
+    Copy(cmd::copy::CopyArgs),
+    /// Signing keys for binary caches: `generate NAME --secret-key-file PATH`.
+    Key(cmd::key::KeyArgs),
 }
 
 /// Stack for the thread that does the work. Evaluation grows its own stack on
@@ -95,6 +99,8 @@ fn main() {
                 Command::Licenses(args) => cmd::licenses::run(args, &store),
                 Command::Gfx(args) => cmd::gfx::run(args),
                 Command::Debian(args) => cmd::debian::run(args),
+                Command::Copy(args) => cmd::copy::run(args, &store),
+                Command::Key(args) => cmd::key::run(args),
             }
         });
     let code = match worker.map(|h| h.join()) {

@@ -206,6 +206,8 @@ pub struct Processed {
     pub nar_hash: Hash,
     /// Size of its NAR.
     pub nar_size: u64,
+    /// Its content address (the modulo hash its path was computed from).
+    pub ca: ContentAddress,
 }
 
 /// Post-processes the floating output at `dir` (host path), built under the scratch path
@@ -240,14 +242,12 @@ pub fn process_floating(
     let (modulo_hash, self_reference) = modulo.finish();
     let mut references = scanner.found();
     references.remove(scratch);
-    let path = StorePath::from_ca(
-        name,
-        &ContentAddress::Output {
-            nar_hash: modulo_hash,
-            references: references.clone(),
-            self_reference,
-        },
-    )?;
+    let ca = ContentAddress::Output {
+        nar_hash: modulo_hash.clone(),
+        references: references.clone(),
+        self_reference,
+    };
+    let path = StorePath::from_ca(name, &ca)?;
     let mut p = Processed {
         path: path.clone(),
         references,
@@ -256,6 +256,7 @@ pub fn process_floating(
         // hash is the plain BLAKE3 of the NAR.
         nar_hash: modulo_hash,
         nar_size: size,
+        ca,
     };
     if self_reference {
         p.references.insert(path.clone());

@@ -23,4 +23,41 @@
 pub mod info;
 pub mod keys;
 pub mod narinfo;
+pub mod pull;
+pub mod push;
 pub mod realisation;
+pub mod transport;
+
+use rocmx_store::{StoreError, StorePath};
+
+/// Why moving paths to or from a cache failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError {
+    /// The cache URL is not usable.
+    #[error("cache '{url}': {why}")]
+    Url { url: String, why: String },
+    /// Reading or writing one of the cache's files failed.
+    #[error("cache '{cache}': {what} '{file}': {source}")]
+    Io {
+        cache: String,
+        what: &'static str,
+        file: String,
+        source: std::io::Error,
+    },
+    /// The cache served something malformed or inconsistent.
+    #[error("{0}")]
+    Protocol(String),
+    /// A record no trusted key signed.
+    #[error("cache '{cache}': {what} is not signed by a trusted key ({why}); add the cache's public key to trusted-public-keys, e.g. --option trusted-public-keys 'NAME:BASE64'")]
+    Untrusted {
+        cache: String,
+        what: String,
+        why: String,
+    },
+    /// The cache does not have a path.
+    #[error("cache '{cache}' does not have {path}")]
+    Missing { cache: String, path: StorePath },
+    /// The local store failed, or refused what the cache served.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}

@@ -3,12 +3,14 @@
 
 pub mod build;
 pub(crate) mod common;
+pub mod copy;
 pub mod debian;
 pub mod derivation;
 pub mod eval;
 pub mod flake;
 pub mod gfx;
 pub mod hash;
+pub mod key;
 pub mod licenses;
 pub mod log;
 pub mod path_info;

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rocmx_store::derivation::output_path_name;
-use rocmx_store::{Derivation, DerivationOutput, LocalStore, StorePath};
+use rocmx_store::{ContentAddress, Derivation, DerivationOutput, LocalStore, StorePath};
 
 use super::log::{log_path, LogSink};
 use super::{io_err, BuildError, BuildOptions};
@@ -603,6 +603,10 @@ fn finish_fixed(
             c.nar_hash,
             c.nar_size,
             Some(drv),
+            Some(&ContentAddress::Fixed {
+                method: *method,
+                hash: hash.clone(),
+            }),
         )?;
         ctx.store.add_derivation_output(drv, &out.name, path)?;
     }
@@ -659,6 +663,7 @@ fn finish_floating(
                 p.nar_hash,
                 p.nar_size,
                 Some(drv),
+                Some(&p.ca),
             )?;
         }
         // A rebuild that gave other bytes keeps the first realisation.

@@ -597,6 +597,7 @@ impl LocalStore {
     /// its NAR, trusted) and `nar_size`. `scratch_dir` is renamed when it is on the store's
     /// filesystem, copied otherwise. If `final_path` is already valid, the scratch copy is
     /// removed and nothing else happens.
+    #[allow(clippy::too_many_arguments)]
     pub fn register_built(
         &self,
         scratch_dir: &Path,
@@ -605,6 +606,7 @@ impl LocalStore {
         nar_hash: Hash,
         nar_size: u64,
         deriver: Option<&StorePath>,
+        ca: Option<&ContentAddress>,
     ) -> Result<(), StoreError> {
         if nar_hash.algo() != HashAlgo::Blake3 {
             return Err(StoreError::NotBlake3 {
@@ -625,7 +627,7 @@ impl LocalStore {
             nar_size,
             refs,
             deriver,
-            ca: None,
+            ca: ca.map(ca_string),
             drv_outputs: Vec::new(),
         };
         // The scratch tree is renamed straight into place (it is normally on the store's

@@ -596,8 +596,16 @@ fn add_nar_and_register_built() {
         .parse()
         .expect("p");
     let refs = set(&[&out, &via_nar]);
-    s.register_built(&scratch, &out, &refs, nar_hash, nar_size, Some(&fixed))
-        .expect("register");
+    s.register_built(
+        &scratch,
+        &out,
+        &refs,
+        nar_hash,
+        nar_size,
+        Some(&fixed),
+        None,
+    )
+    .expect("register");
     assert!(!scratch.exists());
     let info = s.path_info(&out).expect("info").expect("valid");
     assert_eq!(

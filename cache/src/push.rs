@@ -1,0 +1,226 @@
+//! Pushing store paths, with their closures and realisations, to a cache.
+//!
+//! Owns: the order of writes, which makes a push safe to interrupt and to run twice:
+//! for each path of the closure that the cache lacks, the NAR first (compressed with
+//! zstd once, here, on several threads), then its narinfo; realisations last, so that
+//! a reader that finds a record finds everything it names. A path whose narinfo is
+//! there already is skipped.
+//!
+//! Must not: change the local store, or sign with keys the caller did not give.
+
+use std::io::{self, BufWriter, Write};
+
+use rocmx_store::{nar, Encoding, Hash, HashAlgo, Hasher, LocalStore, StorePath};
+
+use crate::info::CacheInfo;
+use crate::keys::SecretKey;
+use crate::narinfo::{Compression, NarInfo};
+use crate::realisation::Realisation;
+use crate::transport::Transport;
+use crate::CacheError;
+
+/// How to push.
+#[derive(Debug, Clone)]
+pub struct PushOptions {
+    /// Keys that sign every narinfo and realisation written (`secret-key-files`).
+    pub keys: Vec<SecretKey>,
+    /// zstd worker threads (0: one per core).
+    pub threads: u32,
+    /// zstd level.
+    pub level: i32,
+}
+
+impl Default for PushOptions {
+    fn default() -> Self {
+        PushOptions {
+            keys: Vec::new(),
+            threads: 0,
+            level: 3,
+        }
+    }
+}
+
+/// What a push did.
+#[derive(Debug, Clone, Default)]
+pub struct PushReport {
+    /// Paths written, in the order written.
+    pub pushed: Vec<StorePath>,
+    /// Paths of the closure the cache had already.
+    pub present: usize,
+    /// Realisation records written.
+    pub realisations: usize,
+    /// Bytes of NAR pushed, and of compressed files written.
+    pub nar_bytes: u64,
+    pub file_bytes: u64,
+}
+
+/// A writer that hashes and counts what passes through.
+struct Counting<W> {
+    inner: W,
+    hasher: Hasher,
+    count: u64,
+}
+
+impl<W: Write> Write for Counting<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.count += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+fn threads(n: u32) -> u32 {
+    if n > 0 {
+        return n;
+    }
+    std::thread::available_parallelism()
+        .map(|n| n.get() as u32)
+        .unwrap_or(1)
+}
+
+/// Compresses the NAR of `p` into a temporary file; gives (file, file hash, file size,
+/// NAR size).
+fn compress(
+    store: &LocalStore,
+    cache: &dyn Transport,
+    p: &StorePath,
+    opts: &PushOptions,
+) -> Result<(tempfile::NamedTempFile, Hash, u64, u64), CacheError> {
+    let io_err = |what: &'static str| {
+        let cache = cache.url().to_string();
+        let file = p.base_name();
+        move |e: io::Error| CacheError::Io {
+            cache,
+            what,
+            file,
+            source: e,
+        }
+    };
+    let tmp = match cache.scratch_dir() {
+        Some(d) => tempfile::Builder::new().prefix(".tmp-").tempfile_in(d),
+        None => tempfile::NamedTempFile::new(),
+    }
+    .map_err(io_err("creating a temporary file for the NAR of"))?;
+    let out = Counting {
+        inner: BufWriter::with_capacity(
+            1 << 20,
+            tmp.as_file()
+                .try_clone()
+                .map_err(io_err("writing the NAR of"))?,
+        ),
+        hasher: Hasher::new(HashAlgo::Blake3),
+        count: 0,
+    };
+    let mut z = zstd::stream::write::Encoder::new(out, opts.level)
+        .map_err(io_err("compressing the NAR of"))?;
+    let t = threads(opts.threads);
+    if t > 1 {
+        z.multithread(t).map_err(io_err("compressing the NAR of"))?;
+    }
+    let nar_size = nar::dump_path(&store.real_path(p), &mut z).map_err(|e| CacheError::Io {
+        cache: cache.url().to_string(),
+        what: "reading the local",
+        file: p.to_absolute(),
+        source: io::Error::other(e.to_string()),
+    })?;
+    let mut out = z.finish().map_err(io_err("compressing the NAR of"))?;
+    out.flush().map_err(io_err("writing the NAR of"))?;
+    let Counting { hasher, count, .. } = out;
+    Ok((tmp, hasher.finish(), count, nar_size))
+}
+
+/// Pushes the closures of `paths` and their realisations to `cache`.
+pub fn push(
+    store: &LocalStore,
+    cache: &dyn Transport,
+    paths: &[StorePath],
+    opts: &PushOptions,
+    mut progress: impl FnMut(&StorePath, u64),
+) -> Result<PushReport, CacheError> {
+    let mut report = PushReport::default();
+    if !cache.exists("rocmx-cache-info")? {
+        cache.put(
+            "rocmx-cache-info",
+            CacheInfo::default().to_text().as_bytes(),
+        )?;
+    }
+    let closure = store.closure(paths)?;
+    let mut with_realisations: Vec<StorePath> = Vec::new();
+    for p in &closure {
+        let info = store
+            .path_info(p)?
+            .ok_or_else(|| CacheError::Protocol(format!("{p} is not valid in the local store")))?;
+        with_realisations.push(p.clone());
+        let narinfo_name = format!("{}.narinfo", p.hash_part());
+        if cache.exists(&narinfo_name)? {
+            report.present += 1;
+            continue;
+        }
+        let (tmp, file_hash, file_size, nar_size) = compress(store, cache, p, opts)?;
+        if nar_size != info.nar_size {
+            return Err(CacheError::Protocol(format!(
+                "{p} changed in the local store: its NAR has {nar_size} bytes, {} are registered; run `rocmx store verify`",
+                info.nar_size
+            )));
+        }
+        let url = format!(
+            "nar/{}{}",
+            file_hash.encode(Encoding::Nix32),
+            Compression::Zstd.extension()
+        );
+        let (_, tmp_path) = tmp.keep().map_err(|e| CacheError::Io {
+            cache: cache.url().to_string(),
+            what: "keeping the compressed NAR of",
+            file: p.base_name(),
+            source: e.error,
+        })?;
+        let moved = cache.put_file(&url, &tmp_path);
+        let _ = std::fs::remove_file(&tmp_path);
+        moved?;
+        let mut ni = NarInfo {
+            store_path: p.clone(),
+            url,
+            compression: Compression::Zstd,
+            file_hash: Some(file_hash),
+            file_size: Some(file_size),
+            nar_hash: info.nar_hash.clone(),
+            nar_size: info.nar_size,
+            references: info.references.clone(),
+            deriver: info.deriver.clone(),
+            ca: info.ca.clone(),
+            signatures: info.signatures.clone(),
+        };
+        for k in &opts.keys {
+            ni.sign(k);
+        }
+        cache.put(&narinfo_name, ni.to_text().as_bytes())?;
+        report.nar_bytes += nar_size;
+        report.file_bytes += file_size;
+        progress(p, nar_size);
+        report.pushed.push(p.clone());
+    }
+    for p in &with_realisations {
+        for (drv_hash, output, sigs) in store.realisations_of(p)? {
+            let mut r = Realisation {
+                drv_hash,
+                output,
+                out_path: p.clone(),
+                signatures: sigs,
+            };
+            for k in &opts.keys {
+                r.sign(k);
+            }
+            let rel = format!(
+                "realisations/{}",
+                Realisation::file_name(&r.drv_hash, &r.output)
+            );
+            cache.put(&rel, r.to_text().as_bytes())?;
+            report.realisations += 1;
+        }
+    }
+    Ok(report)
+}

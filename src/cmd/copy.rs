@@ -1,0 +1,125 @@
+//! `rocmx copy --to URL PATH…` and `rocmx copy --from URL PATH…`: moving closures
+//! between the local store and a binary cache (`file:///DIR` today).
+//!
+//! Owns: reading the cache settings (`secret-key-files` signs what is pushed;
+//! `trusted-public-keys` decides what is accepted), from rocmx.conf or `--option NAME
+//! VALUE`, and rendering the result. The formats and the checks are `rocmx_cache`'s.
+//!
+//! Must not: accept anything no trusted key signed.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use rocmx_cache::keys::{SecretKey, TrustedKeys};
+use rocmx_cache::{pull, push, transport};
+use rocmx_store::StorePath;
+
+use super::path_info::{exit_code, open_store, require_valid, store_path_arg, Fail};
+use super::StoreOpt;
+
+/// Copy store paths with their closures to or from a binary cache.
+#[derive(Args)]
+pub struct CopyArgs {
+    /// Push to this cache (file:///DIR)
+    #[arg(
+        long,
+        value_name = "URL",
+        conflicts_with = "from",
+        required_unless_present = "from"
+    )]
+    to: Option<String>,
+    /// Fetch from this cache (file:///DIR)
+    #[arg(long, value_name = "URL")]
+    from: Option<String>,
+    /// Store paths (or links to them, e.g. ./result)
+    #[arg(required = true, value_name = "PATH")]
+    paths: Vec<PathBuf>,
+    /// Set a setting of rocmx.conf for this command (`--option trusted-public-keys
+    /// 'NAME:BASE64'`); may be repeated
+    #[arg(long = "option", num_args = 2, value_names = ["NAME", "VALUE"], action = clap::ArgAction::Append)]
+    option: Vec<String>,
+}
+
+fn keys(cfg: &crate::config::Config) -> Result<Vec<SecretKey>, Fail> {
+    let mut out = Vec::new();
+    for f in cfg
+        .value("secret-key-files")
+        .unwrap_or("")
+        .split_whitespace()
+    {
+        let text = std::fs::read_to_string(f)
+            .map_err(|e| Fail::Msg(format!("reading the secret key file '{f}': {e}")))?;
+        out.push(
+            SecretKey::parse(&text)
+                .map_err(|e| Fail::Msg(format!("the secret key file '{f}': {e}")))?,
+        );
+    }
+    Ok(out)
+}
+
+pub fn run(a: CopyArgs, s: &StoreOpt) -> i32 {
+    exit_code(copy(a, s))
+}
+
+fn copy(a: CopyArgs, s: &StoreOpt) -> Result<(), Fail> {
+    let mut cfg = crate::config::read().map_err(Fail::Msg)?;
+    cfg.add_options(&a.option).map_err(Fail::Msg)?;
+    let store = open_store(s)?;
+    let url = a.to.as_deref().or(a.from.as_deref()).unwrap_or_default();
+    let cache = transport::open(url).map_err(|e| Fail::Msg(e.to_string()))?;
+    if a.to.is_some() {
+        let mut paths: Vec<StorePath> = Vec::new();
+        for p in &a.paths {
+            let sp = store_path_arg(&store, p)?;
+            require_valid(&store, &sp)?;
+            paths.push(sp);
+        }
+        let opts = push::PushOptions {
+            keys: keys(&cfg)?,
+            ..push::PushOptions::default()
+        };
+        if opts.keys.is_empty() {
+            eprintln!(
+                "warning: no secret-key-files: the pushed records carry only the signatures the store had; \
+                 make a key with `rocmx key generate NAME --secret-key-file PATH`"
+            );
+        }
+        let r = push::push(&store, cache.as_ref(), &paths, &opts, |p, n| {
+            eprintln!("copying {p} ({n} bytes of NAR)");
+        })
+        .map_err(|e| Fail::Msg(e.to_string()))?;
+        eprintln!(
+            "pushed {} paths ({} already there), {} realisations; {} bytes of NAR in {} compressed",
+            r.pushed.len(),
+            r.present,
+            r.realisations,
+            r.nar_bytes,
+            r.file_bytes
+        );
+    } else {
+        let trusted = TrustedKeys::parse(cfg.value("trusted-public-keys").unwrap_or(""))
+            .map_err(|e| Fail::Msg(format!("trusted-public-keys: {e}")))?;
+        let mut paths: Vec<StorePath> = Vec::new();
+        for p in &a.paths {
+            let text = p.to_string_lossy();
+            let sp = StorePath::from_absolute(&text)
+                .or_else(|_| store_path_arg(&store, p).map_err(|_| ()))
+                .map_err(|()| {
+                    Fail::Msg(format!(
+                        "'{text}' is not a store path (/rocmx/store/HASH-NAME)"
+                    ))
+                })?;
+            paths.push(sp);
+        }
+        let r = pull::pull(&store, cache.as_ref(), &paths, &trusted, |p, n| {
+            eprintln!("copied {p} ({n} bytes of NAR)");
+        })
+        .map_err(|e| Fail::Msg(e.to_string()))?;
+        eprintln!(
+            "fetched {} paths, {} bytes of NAR",
+            r.fetched.len(),
+            r.nar_bytes
+        );
+    }
+    Ok(())
+}

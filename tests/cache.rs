@@ -1,0 +1,342 @@
+//! Binary caches end to end: `rocmx key generate`, `rocmx copy --to file://…` of a
+//! built closure with its realisations, `rocmx copy --from` into an empty store, and a
+//! tampered cache refused in every way, with nothing registered.
+//!
+//! The builder is a static busybox; the tests skip, saying why, when it is missing.
+
+mod common;
+
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::{err, make_writable, out};
+use rocmx_cache::keys::SecretKey;
+use rocmx_cache::narinfo::NarInfo;
+
+const BIN: &str = env!("CARGO_BIN_EXE_rocmx");
+
+const PACKAGES: &str = r#"
+let
+  bb = ./bb;
+  mk = name: script: derivation {
+    inherit name;
+    system = builtins.currentSystem;
+    builder = "${bb}/bin/sh";
+    args = [ "-c" script ];
+    PATH = "${bb}/bin";
+  };
+  a = mk "cached-a" "echo A > $out";
+  b = mk "cached-b" "mkdir $out; echo ${a} > $out/uses-a; echo B > $out/b";
+in { inherit a b; }
+"#;
+
+struct Fx {
+    dir: tempfile::TempDir,
+}
+
+impl Drop for Fx {
+    fn drop(&mut self) {
+        make_writable(self.dir.path());
+    }
+}
+
+impl Fx {
+    fn new() -> Option<Fx> {
+        let bb = ["/usr/bin/busybox", "/bin/busybox"]
+            .iter()
+            .map(PathBuf::from)
+            .find(|p| p.exists());
+        let Some(bb) = bb else {
+            eprintln!("SKIP: no busybox (install busybox-static)");
+            return None;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bb/bin");
+        fs::create_dir_all(&bin).unwrap();
+        fs::copy(bb, bin.join("sh")).unwrap();
+        for applet in ["echo", "mkdir", "cat"] {
+            symlink("sh", bin.join(applet)).unwrap();
+        }
+        fs::write(dir.path().join("p.nix"), PACKAGES).unwrap();
+        Some(Fx { dir })
+    }
+
+    fn p(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    fn run(&self, store: &str, args: &[&str]) -> Output {
+        Command::new(BIN)
+            .arg("--store")
+            .arg(self.p(store))
+            .args(args)
+            .env("ROCMX_CONFIG", "")
+            .env("XDG_CONFIG_HOME", self.p("noconfig"))
+            .output()
+            .unwrap()
+    }
+
+    /// Builds `b` in store `s1`, makes key `k-1`, pushes; gives (b's path, public key).
+    fn filled_cache(&self) -> Option<(String, String)> {
+        let nix = self.p("p.nix");
+        let o = self.run(
+            "s1",
+            &[
+                "build",
+                "-f",
+                nix.to_str().unwrap(),
+                "b",
+                "--no-link",
+                "--print-out-paths",
+            ],
+        );
+        if !o.status.success() && err(&o).to_lowercase().contains("namespace") {
+            eprintln!("SKIP: the sandbox cannot run here:\n{}", err(&o));
+            return None;
+        }
+        assert!(o.status.success(), "{}", err(&o));
+        let b = out(&o).trim().to_string();
+        let sk = self.p("k.secret");
+        let o = Command::new(BIN)
+            .args(["key", "generate", "k-1", "--secret-key-file"])
+            .arg(&sk)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", err(&o));
+        let pk = out(&o).trim().to_string();
+        assert!(pk.starts_with("k-1:"), "{pk}");
+        let cache = format!("file://{}", self.p("cache").display());
+        let o = self.run(
+            "s1",
+            &[
+                "copy",
+                "--to",
+                &cache,
+                &b,
+                "--option",
+                "secret-key-files",
+                sk.to_str().unwrap(),
+            ],
+        );
+        assert!(o.status.success(), "{}", err(&o));
+        assert!(err(&o).contains("pushed 2 paths"), "{}", err(&o));
+        Some((b, pk))
+    }
+
+    fn fetch(&self, store: &str, cache: &Path, b: &str, trusted: &str) -> Output {
+        let url = format!("file://{}", cache.display());
+        self.run(
+            store,
+            &[
+                "copy",
+                "--from",
+                &url,
+                b,
+                "--option",
+                "trusted-public-keys",
+                trusted,
+            ],
+        )
+    }
+}
+
+fn narinfos(cache: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = fs::read_dir(cache)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "narinfo"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// The narinfo (path and parsed) of the store path whose name ends with `name`.
+fn narinfo_of(cache: &Path, name: &str) -> (PathBuf, NarInfo) {
+    for f in narinfos(cache) {
+        let ni = NarInfo::parse(&fs::read_to_string(&f).unwrap()).unwrap();
+        if ni.store_path.name() == name {
+            return (f, ni);
+        }
+    }
+    panic!("no narinfo for {name}");
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for e in fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let t = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &t);
+        } else {
+            fs::copy(e.path(), &t).unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_pushed_closure_fills_an_empty_store() {
+    let Some(fx) = Fx::new() else { return };
+    let Some((b, pk)) = fx.filled_cache() else {
+        return;
+    };
+    let cache = fx.p("cache");
+    assert!(cache.join("rocmx-cache-info").is_file());
+    assert_eq!(narinfos(&cache).len(), 2);
+    let reals: Vec<_> = fs::read_dir(cache.join("realisations")).unwrap().collect();
+    assert_eq!(reals.len(), 2, "one realisation per built output");
+    let (_, ni) = narinfo_of(&cache, "cached-b");
+    assert!(ni.ca.as_deref().unwrap().starts_with("output:blake3:"));
+    assert_eq!(ni.references.len(), 1);
+
+    // Pushing again writes nothing new.
+    let sk = fx.p("k.secret");
+    let url = format!("file://{}", cache.display());
+    let o = fx.run(
+        "s1",
+        &[
+            "copy",
+            "--to",
+            &url,
+            &b,
+            "--option",
+            "secret-key-files",
+            sk.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        err(&o).contains("pushed 0 paths (2 already there)"),
+        "{}",
+        err(&o)
+    );
+
+    let o = fx.fetch("s2", &cache, &b, &pk);
+    assert!(o.status.success(), "{}", err(&o));
+    assert!(err(&o).contains("fetched 2 paths"), "{}", err(&o));
+    let real = fx
+        .p("s2")
+        .join("store")
+        .join(b.trim_start_matches("/rocmx/store/"));
+    assert_eq!(fs::read_to_string(real.join("b")).unwrap(), "B\n");
+    let o = fx.run("s2", &["path-info", "--json", &b]);
+    assert!(o.status.success(), "{}", err(&o));
+    assert!(
+        out(&o).contains("k-1:"),
+        "the signature is kept: {}",
+        out(&o)
+    );
+}
+
+#[test]
+fn a_tampered_cache_is_refused_and_nothing_is_registered() {
+    let Some(fx) = Fx::new() else { return };
+    let Some((b, pk)) = fx.filled_cache() else {
+        return;
+    };
+    let good = fx.p("cache");
+    let key = SecretKey::parse(&fs::read_to_string(fx.p("k.secret")).unwrap()).unwrap();
+    let other = SecretKey::generate("k-1").unwrap();
+
+    type Tamper = Box<dyn Fn(&Path)>;
+    let flip_b: Tamper = Box::new(|c: &Path| {
+        let (_, ni) = narinfo_of(c, "cached-b");
+        let f = c.join(&ni.url);
+        let mut nar = zstd::decode_all(&fs::read(&f).unwrap()[..]).unwrap();
+        let at = nar.windows(2).position(|w| w == b"B\n").unwrap();
+        nar[at] = b'C';
+        fs::write(&f, zstd::encode_all(&nar[..], 1).unwrap()).unwrap();
+    });
+    let truncate_a: Tamper = Box::new(|c: &Path| {
+        let (_, ni) = narinfo_of(c, "cached-a");
+        let f = c.join(&ni.url);
+        let nar = zstd::decode_all(&fs::read(&f).unwrap()[..]).unwrap();
+        fs::write(&f, zstd::encode_all(&nar[..nar.len() - 24], 1).unwrap()).unwrap();
+    });
+    let resign = key.clone();
+    let wrong_hash: Tamper = Box::new(move |c: &Path| {
+        let (f, mut ni) = narinfo_of(c, "cached-a");
+        ni.nar_hash = rocmx_store::Hash::digest(rocmx_store::HashAlgo::Blake3, b"other");
+        ni.signatures.clear();
+        ni.sign(&resign);
+        fs::write(f, ni.to_text()).unwrap();
+    });
+    let other_key = other.clone();
+    let untrusted: Tamper = Box::new(move |c: &Path| {
+        let (f, mut ni) = narinfo_of(c, "cached-b");
+        ni.signatures.clear();
+        ni.sign(&other_key);
+        fs::write(f, ni.to_text()).unwrap();
+    });
+    let unsigned: Tamper = Box::new(|c: &Path| {
+        let (f, mut ni) = narinfo_of(c, "cached-a");
+        ni.signatures.clear();
+        fs::write(f, ni.to_text()).unwrap();
+    });
+    let resign2 = key.clone();
+    let traversal: Tamper = Box::new(move |c: &Path| {
+        let (f, mut ni) = narinfo_of(c, "cached-b");
+        let mut nar = Vec::new();
+        for s in [
+            &b"nix-archive-1"[..],
+            b"(",
+            b"type",
+            b"directory",
+            b"entry",
+            b"(",
+            b"name",
+            b"..",
+            b"node",
+            b"(",
+            b"type",
+            b"regular",
+            b"contents",
+            b"x",
+            b")",
+            b")",
+            b")",
+        ] {
+            nar.extend_from_slice(&(s.len() as u64).to_le_bytes());
+            nar.extend_from_slice(s);
+            nar.resize(nar.len().div_ceil(8) * 8, 0);
+        }
+        fs::write(c.join(&ni.url), zstd::encode_all(&nar[..], 1).unwrap()).unwrap();
+        ni.nar_size = nar.len() as u64;
+        ni.nar_hash = rocmx_store::Hash::digest(rocmx_store::HashAlgo::Blake3, &nar);
+        ni.signatures.clear();
+        ni.sign(&resign2);
+        fs::write(f, ni.to_text()).unwrap();
+    });
+    let cases: Vec<(&str, Tamper, &str)> = vec![
+        ("flipped", flip_b, "hashes to"),
+        ("truncated", truncate_a, "refusing"),
+        ("wrong-narhash", wrong_hash, "was claimed"),
+        (
+            "untrusted",
+            untrusted,
+            "its signatures are by k-1, none of them trusted or valid",
+        ),
+        ("unsigned", unsigned, "it has no signature"),
+        ("traversal", traversal, "its archive is unusable"),
+    ];
+    for (i, (what, tamper, needle)) in cases.into_iter().enumerate() {
+        let c = fx.p(&format!("bad-{what}"));
+        copy_dir(&good, &c);
+        tamper(&c);
+        let store = format!("t{i}");
+        let o = fx.fetch(&store, &c, &b, &pk);
+        assert!(!o.status.success(), "{what}: accepted");
+        let e = err(&o);
+        assert!(e.contains(needle), "{what}: {e}");
+        let o = fx.run(&store, &["path-info", &b]);
+        assert!(!o.status.success(), "{what}: {b} was registered");
+        if let Ok(rd) = fs::read_dir(fx.p(&store).join("store")) {
+            let names: Vec<String> = rd
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| !n.starts_with('.') && n.ends_with("cached-b"))
+                .collect();
+            assert!(names.is_empty(), "{what}: left {names:?}");
+        }
+    }
+}
