@@ -4,11 +4,18 @@
 //! The files read, relative to the archive root (the mirror's base URL):
 //!
 //! ```text
-//! dists/SUITE/InRelease                       (else dists/SUITE/Release)
+//! dists/SUITE/InRelease                       (else dists/SUITE/Release + Release.gpg)
 //! dists/SUITE/main/binary-ARCH/Packages.xz    (checked: Release's SHA256 size + hash)
 //! ```
 //!
-//! `InRelease`'s OpenPGP signature is **not** verified (see `release`);
+//! The Release file is trusted only once its OpenPGP signature verifies
+//! ([`LoadOptions::trust`], see `signature`): an `InRelease` must be one
+//! clearsigned block with nothing unsigned around it
+//! (`release::split_clearsigned`), gpgv must accept it, and what is parsed
+//! is the text gpgv verified (which must also be the block's text); a
+//! `Release` needs its detached `Release.gpg`. A missing, bad or unknown
+//! signature is an error naming the suite, the file, the key and the fix.
+//! Only [`Trust::Unsigned`] (`--allow-unsigned`) reads the file unverified.
 //! `Packages.xz` is accepted only when its size and SHA-256 are those the
 //! Release file lists, otherwise the error names the file and both values.
 //! An expired Release (`Valid-Until` before [`LoadOptions::now`]) is an
@@ -27,7 +34,8 @@ use debversion::Version;
 use sha2::{Digest, Sha256};
 
 use crate::packages::{self, PackageEntry};
-use crate::release::Release;
+use crate::release::{split_clearsigned, ClearsignError, Release};
+use crate::signature::{self, Signed, Signer, Trust, FIX_UNSIGNED};
 
 /// Where archive files come from: the binary's downloader over a mirror,
 /// or a directory in tests.
@@ -52,6 +60,8 @@ pub struct LoadOptions {
     pub now: DateTime<Utc>,
     /// Accept an expired Release file.
     pub allow_expired: bool,
+    /// How the Release file's signature is checked.
+    pub trust: Trust,
 }
 
 /// A loaded suite.
@@ -61,6 +71,8 @@ pub struct Loaded {
     pub release: Release,
     /// Which file it came from: `InRelease` or `Release`.
     pub release_file: &'static str,
+    /// The signatures that verified it (empty with [`Trust::Unsigned`]).
+    pub signers: Vec<Signer>,
     /// `Some(valid_until)` when the Release is expired and that was allowed.
     pub expired: Option<DateTime<Utc>>,
     /// The packages of the host architecture and `all`.
@@ -96,13 +108,76 @@ pub fn load(src: &dyn ArchiveSource, opts: &LoadOptions) -> Result<Loaded, Index
             }
         },
     };
-    let text = String::from_utf8(bytes)
-        .map_err(|_| IndexError(format!("{dists}/{release_file} is not UTF-8 text")))?;
-    let release =
-        Release::parse(&text).map_err(|e| IndexError(format!("{dists}/{release_file}: {e}")))?;
+    let file = format!("{dists}/{release_file}");
+    let utf8 = |b: Vec<u8>| {
+        String::from_utf8(b).map_err(|_| IndexError(format!("{file} is not UTF-8 text")))
+    };
+    let (release, signers) = match &opts.trust {
+        Trust::Unsigned => {
+            let text = utf8(bytes)?;
+            let release = Release::parse(&text).map_err(|e| IndexError(format!("{file}: {e}")))?;
+            (release, Vec::new())
+        }
+        Trust::Keyrings(keyrings) if release_file == "InRelease" => {
+            let text = utf8(bytes)?;
+            // The envelope first, as apt does: unsigned text around the
+            // signed block is refused, not skipped.
+            let block = split_clearsigned(&text, &file).map_err(|e| {
+                IndexError(match e {
+                    ClearsignError::NotSigned(m) => format!(
+                        "cannot trust {file} of suite '{}': {m}. To fix: {FIX_UNSIGNED}",
+                        opts.suite
+                    ),
+                    ClearsignError::Malformed(m) => format!(
+                        "cannot trust {file} of suite '{}': it is not exactly one signed message: {m}. To fix: {FIX_UNSIGNED}",
+                        opts.suite
+                    ),
+                })
+            })?;
+            let verified =
+                signature::verify(keyrings, Signed::Clear(text.as_bytes()), &opts.suite, &file)
+                    .map_err(|e| IndexError(e.0))?;
+            let signed = utf8(verified.text)?;
+            // What is parsed is what gpgv verified; it must also be the
+            // block read above (two readings of one envelope agree).
+            if !signature::same_signed_text(&signed, &block) {
+                return Err(IndexError(format!(
+                    "cannot trust {file} of suite '{}': the text gpgv verified differs from the file's signed block. To fix: {FIX_UNSIGNED}",
+                    opts.suite
+                )));
+            }
+            let release =
+                Release::parse_text(&signed).map_err(|e| IndexError(format!("{file}: {e}")))?;
+            (release, verified.signers)
+        }
+        Trust::Keyrings(keyrings) => {
+            let sig_path = format!("{dists}/Release.gpg");
+            let sig = src.fetch(&sig_path, None).map_err(|e| {
+                IndexError(format!(
+                    "cannot trust {file} of suite '{}': the suite has no InRelease and the Release file is not signed \
+                     ({sig_path}: {e}). To fix: {FIX_UNSIGNED}",
+                    opts.suite
+                ))
+            })?;
+            let verified = signature::verify(
+                keyrings,
+                Signed::Detached {
+                    data: &bytes,
+                    signature: &sig,
+                },
+                &opts.suite,
+                &file,
+            )
+            .map_err(|e| IndexError(e.0))?;
+            let text = utf8(verified.text)?;
+            let release =
+                Release::parse_text(&text).map_err(|e| IndexError(format!("{file}: {e}")))?;
+            (release, verified.signers)
+        }
+    };
     let expired = release
         .check_valid(opts.now, opts.allow_expired)
-        .map_err(|e| IndexError(format!("{dists}/{release_file}: {e}")))?;
+        .map_err(|e| IndexError(format!("{file}: {e}")))?;
     if !release.architectures.is_empty() && !release.architectures.contains(&opts.arch) {
         return Err(IndexError(format!(
             "suite '{}' has no architecture '{}' (it has: {})",
@@ -144,6 +219,7 @@ pub fn load(src: &dyn ArchiveSource, opts: &LoadOptions) -> Result<Loaded, Index
     Ok(Loaded {
         release,
         release_file,
+        signers,
         expired,
         index: Index::new(entries),
         packages_size: entry.size,

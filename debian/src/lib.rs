@@ -18,4 +18,5 @@ pub mod relation;
 pub mod release;
 pub mod resolve;
 pub mod rootfs;
+pub mod signature;
 pub mod version;

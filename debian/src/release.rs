@@ -18,17 +18,21 @@
 //! -----END PGP SIGNATURE-----
 //! ```
 //!
-//! `InRelease` is `Release` in an OpenPGP clearsigned envelope; the envelope
-//! is stripped (dash-escaped lines `- x` unescaped) and **the signature is not
-//! verified**: trust comes from the transport and from the content hashes
-//! that the lock pins afterwards. (Verifying against the Debian archive
-//! keyring is left to come.)
+//! `InRelease` is `Release` in an OpenPGP clearsigned envelope. Its
+//! signature is verified by `signature` (gpgv) before anything here reads
+//! the text: [`split_clearsigned`] first checks the envelope as apt does
+//! (exactly one signed block, only `Hash:` armour headers, dash-escaping,
+//! nothing but blank lines before or after it, so unsigned text appended
+//! to a signed file is refused rather than read), and
+//! [`Release::parse_text`] then parses the text gpgv verified. The lenient
+//! [`strip_clearsign`] (and [`Release::parse`], which uses it) serve only
+//! `--allow-unsigned`, where nothing is verified.
 //!
-//! Owns: stripping the armour, the fields above, the `SHA256` list, dates
+//! Owns: the envelope, the fields above, the `SHA256` list, dates
 //! (RFC 2822, `UTC` accepted as apt does), the `Valid-Until` check and
 //! reading apt's `Acquire::Check-Valid-Until` setting out of configuration
-//! text. Must not: fetch anything, read files, or look at the clock (the
-//! caller passes the time).
+//! text. Must not: fetch anything, read files, verify signatures
+//! (`signature`), or look at the clock (the caller passes the time).
 
 use chrono::{DateTime, Utc};
 
@@ -73,9 +77,10 @@ fn fail(msg: impl Into<String>) -> ReleaseError {
     ReleaseError(msg.into())
 }
 
-/// The signed text of an `InRelease` file (the armour and signature
-/// removed, dash-escaping undone); text without armour is returned as is
-/// (a plain `Release`). The signature is not checked.
+/// The text of an `InRelease` file with the armour and signature removed
+/// (dash-escaping undone); text without armour is returned as is (a plain
+/// `Release`). Lenient and unverified: only for `--allow-unsigned`; verified
+/// files go through [`split_clearsigned`] and gpgv.
 pub fn strip_clearsign(text: &str) -> Result<String, ReleaseError> {
     let mut lines = text.lines();
     let first = loop {
@@ -107,6 +112,130 @@ pub fn strip_clearsign(text: &str) -> Result<String, ReleaseError> {
     ))
 }
 
+/// The signed text of a clearsigned file, checked as apt checks it before
+/// verifying: blank lines, then `-----BEGIN PGP SIGNED MESSAGE-----`, armour
+/// headers that are all `Hash: …` up to a blank line, the dash-escaped text
+/// (a line starting with `-` must be `- …`), one or more signature blocks
+/// `-----BEGIN PGP SIGNATURE-----` … `-----END PGP SIGNATURE-----`, then only
+/// blank lines. `file` names the file in errors. Text that is not
+/// clearsigned at all is [`ClearsignError::NotSigned`]; any other defect
+/// (unsigned lines before or after the block, a second message) is
+/// [`ClearsignError::Malformed`].
+pub fn split_clearsigned(text: &str, file: &str) -> Result<String, ClearsignError> {
+    #[derive(PartialEq)]
+    enum State {
+        Before,
+        Headers,
+        Body,
+        Signature,
+        After,
+    }
+    let bad = |n: usize, why: String| ClearsignError::Malformed(format!("{file}, line {n}: {why}"));
+    let mut state = State::Before;
+    let mut body = String::with_capacity(text.len());
+    for (i, raw) in text.split('\n').enumerate() {
+        let n = i + 1;
+        let line = raw.trim_end();
+        match state {
+            State::Before => {
+                if line == "-----BEGIN PGP SIGNED MESSAGE-----" {
+                    state = State::Headers;
+                } else if !line.is_empty() {
+                    if !text.contains("-----BEGIN PGP SIGNED MESSAGE-----") {
+                        return Err(ClearsignError::NotSigned(format!(
+                            "{file} is not signed (no '-----BEGIN PGP SIGNED MESSAGE-----')"
+                        )));
+                    }
+                    return Err(bad(
+                        n,
+                        format!("unsigned text before the signed message: '{}'", clip(line)),
+                    ));
+                }
+            }
+            State::Headers => {
+                if line.is_empty() {
+                    state = State::Body;
+                } else if !line.starts_with("Hash: ") {
+                    return Err(bad(
+                        n,
+                        format!(
+                            "unexpected armour header '{}' (only 'Hash:' is allowed)",
+                            clip(line)
+                        ),
+                    ));
+                }
+            }
+            State::Body => {
+                if line == "-----BEGIN PGP SIGNATURE-----" {
+                    state = State::Signature;
+                } else if let Some(rest) = raw.strip_prefix("- ") {
+                    body.push_str(rest.strip_suffix('\r').unwrap_or(rest));
+                    body.push('\n');
+                } else if line.starts_with('-') {
+                    return Err(bad(
+                        n,
+                        format!("unexpected line starting with a dash: '{}'", clip(line)),
+                    ));
+                } else {
+                    body.push_str(raw.strip_suffix('\r').unwrap_or(raw));
+                    body.push('\n');
+                }
+            }
+            State::Signature => {
+                if line == "-----END PGP SIGNATURE-----" {
+                    state = State::After;
+                } else if line.starts_with("-----") {
+                    return Err(bad(
+                        n,
+                        format!("unexpected line in the signature block: '{}'", clip(line)),
+                    ));
+                }
+            }
+            State::After => {
+                if line == "-----BEGIN PGP SIGNATURE-----" {
+                    // A further signature of the same text.
+                    state = State::Signature;
+                } else if !line.is_empty() {
+                    return Err(bad(
+                        n,
+                        format!("unsigned text after the signature: '{}' (the signature covers only the text before it)", clip(line)),
+                    ));
+                }
+            }
+        }
+    }
+    match state {
+        State::After => Ok(body),
+        State::Before => Err(ClearsignError::NotSigned(format!("{file} is empty"))),
+        State::Headers | State::Body => Err(ClearsignError::NotSigned(format!(
+            "{file} has a signed message but no '-----BEGIN PGP SIGNATURE-----'"
+        ))),
+        State::Signature => Err(ClearsignError::Malformed(format!(
+            "{file}: the signature block has no '-----END PGP SIGNATURE-----' line"
+        ))),
+    }
+}
+
+/// Why a file is not a well-formed clearsigned message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClearsignError {
+    /// It has no signature at all (a plain text, an error page).
+    #[error("{0}")]
+    NotSigned(String),
+    /// It is signed but has unsigned text around the signed block, or is
+    /// otherwise not one clearsigned message.
+    #[error("{0}")]
+    Malformed(String),
+}
+
+/// At most 60 characters of `line`, for messages.
+fn clip(line: &str) -> String {
+    match line.char_indices().nth(60) {
+        Some((i, _)) => format!("{}…", &line[..i]),
+        None => line.to_string(),
+    }
+}
+
 /// Parses a Debian archive date: `Fri, 30 Oct 2026 08:08:01 UTC` (RFC 2822;
 /// apt writes `UTC`, which RFC 2822 parsers reject, so it is read as
 /// `+0000`).
@@ -132,13 +261,20 @@ pub fn format_date(d: &DateTime<Utc>) -> String {
 }
 
 impl Release {
-    /// Parses the text of a `Release` file, or of an `InRelease` file (whose
-    /// armour is stripped first, without verifying the signature). `Date` is
-    /// required; the `SHA256` list must be well formed.
+    /// Parses the text of a `Release` file, or of an `InRelease` file whose
+    /// armour is stripped first by [`strip_clearsign`], without verifying
+    /// the signature (`--allow-unsigned`). `Date` is required; the `SHA256`
+    /// list must be well formed.
     pub fn parse(text: &str) -> Result<Release, ReleaseError> {
-        let body = strip_clearsign(text)?;
+        Release::parse_text(&strip_clearsign(text)?)
+    }
+
+    /// Parses the text of a `Release` file as it is: the verified text of
+    /// an `InRelease` (gpgv's output) or a `Release` checked against
+    /// `Release.gpg`. No armour is looked for.
+    pub fn parse_text(body: &str) -> Result<Release, ReleaseError> {
         // The first paragraph only: a Release file has one.
-        let para = deb822_fast::borrowed::iter_paragraphs_borrowed(&body)
+        let para = deb822_fast::borrowed::iter_paragraphs_borrowed(body)
             .next()
             .ok_or_else(|| fail("the Release file has no fields"))?
             .map_err(|e| fail(format!("the Release file does not parse: {e}")))?;
@@ -314,6 +450,68 @@ SHA256:\n 28476c952cd0732e0ba28e3c14fbb9a8beb412eb2b3cb96bf9d067d54caacf1b 10824
     fn dash_escaping() {
         let t = "-----BEGIN PGP SIGNED MESSAGE-----\nHash: SHA256\n\n- -dash\nok\n-----BEGIN PGP SIGNATURE-----\n";
         assert_eq!(strip_clearsign(t).unwrap(), "-dash\nok\n");
+    }
+
+    #[test]
+    fn strict_envelope() {
+        let f = "dists/sid/InRelease";
+        let body = "Date: x\n- -dash\n";
+        let signed = format!(
+            "-----BEGIN PGP SIGNED MESSAGE-----\nHash: SHA256\n\n{body}-----BEGIN PGP SIGNATURE-----\n\nabc\n-----END PGP SIGNATURE-----\n"
+        );
+        assert_eq!(split_clearsigned(&signed, f).unwrap(), "Date: x\n-dash\n");
+        assert_eq!(
+            split_clearsigned(&format!("\n{signed}\n\n"), f).unwrap(),
+            "Date: x\n-dash\n"
+        );
+        // Two signatures of the same text.
+        let two = signed.replace(
+            "-----END PGP SIGNATURE-----\n",
+            "-----END PGP SIGNATURE-----\n-----BEGIN PGP SIGNATURE-----\n\ndef\n-----END PGP SIGNATURE-----\n",
+        );
+        assert!(split_clearsigned(&two, f).is_ok());
+        let after = format!("{signed}SHA256:\n 00 1 main/binary-amd64/Packages.xz\n");
+        let e = split_clearsigned(&after, f).unwrap_err();
+        assert!(matches!(e, ClearsignError::Malformed(_)));
+        assert!(
+            e.to_string().contains(
+                "dists/sid/InRelease, line 10: unsigned text after the signature: 'SHA256:'"
+            ),
+            "{e}"
+        );
+        let before = format!("Date: y\n{signed}");
+        assert!(split_clearsigned(&before, f)
+            .unwrap_err()
+            .to_string()
+            .contains("unsigned text before the signed message"));
+        let second = format!("{signed}{signed}");
+        assert!(split_clearsigned(&second, f)
+            .unwrap_err()
+            .to_string()
+            .contains("unsigned text after the signature: '-----BEGIN PGP SIGNED MESSAGE-----'"));
+        let header = signed.replace("Hash: SHA256", "Charset: x");
+        assert!(split_clearsigned(&header, f)
+            .unwrap_err()
+            .to_string()
+            .contains("unexpected armour header"));
+        let dash = signed.replace("- -dash", "-dash");
+        assert!(split_clearsigned(&dash, f)
+            .unwrap_err()
+            .to_string()
+            .contains("starting with a dash"));
+        assert!(matches!(
+            split_clearsigned("Date: x\n", f),
+            Err(ClearsignError::NotSigned(_))
+        ));
+        assert!(matches!(
+            split_clearsigned("-----BEGIN PGP SIGNED MESSAGE-----\n\nDate: x\n", f),
+            Err(ClearsignError::NotSigned(_))
+        ));
+        let open = signed.replace("-----END PGP SIGNATURE-----\n", "");
+        assert!(matches!(
+            split_clearsigned(&open, f),
+            Err(ClearsignError::Malformed(_))
+        ));
     }
 
     #[test]

@@ -3,9 +3,10 @@
 //! ```text
 //! rocmx debian lock --suite sid --packages build-essential,cmake \
 //!     [--arch amd64] [--output debian.lock.json] [--update] [--allow-expired] [--mirror URL]
+//!     [--keyring FILE]… [--allow-unsigned]
 //! ```
 //!
-//! Reads `dists/SUITE/InRelease` (else `Release`) and
+//! Reads `dists/SUITE/InRelease` (else `Release` + `Release.gpg`) and
 //! `main/binary-ARCH/Packages.xz` from the mirror (default
 //! `mirror://debian`: the machine's apt sources, or `mirror.debian` in
 //! rocmx.conf), resolves with `rocmx_debian::resolve` and writes the lock
@@ -13,15 +14,25 @@
 //! for the same suite, architecture and requested set is left alone ("up to
 //! date") and nothing is downloaded.
 //!
-//! The InRelease signature is not verified (said on every run). An expired
-//! Release (`Valid-Until`) is refused unless `--allow-expired` is given or
-//! apt is configured with `Acquire::Check-Valid-Until "false"` (read from
-//! `etc/apt/apt.conf` and `etc/apt/apt.conf.d/*` under `$ROCMX_APT_ROOT`,
-//! default `/`); then a warning says since when.
+//! The Release file's OpenPGP signature is verified with gpgv, as apt does
+//! (`rocmx_debian::signature`), against, in this order: the `--keyring`
+//! files; else the `Signed-By` of the apt source whose URI is the mirror's
+//! first base URL (`etc/apt/sources.list` and `etc/apt/sources.list.d/*.list`,
+//! `*.sources` under `$ROCMX_APT_ROOT`, default `/`); else the default
+//! keyrings under that root (`usr/share/keyrings/debian-archive-keyring.gpg`,
+//! `etc/apt/trusted.gpg`, `etc/apt/trusted.gpg.d/*.gpg` and `*.asc`, the
+//! armoured ones dearmoured into the scratch directory because gpgv 2.2
+//! cannot read them). A run says which keys signed it. `--allow-unsigned`
+//! skips verification with a warning. An expired Release (`Valid-Until`)
+//! is refused unless `--allow-expired` is given or apt is configured with
+//! `Acquire::Check-Valid-Until "false"` (read from `etc/apt/apt.conf` and
+//! `etc/apt/apt.conf.d/*` under the same root); then a warning says since
+//! when.
 //!
 //! Owns: the arguments, the [`ArchiveSource`] over the builder's bounded
-//! downloader, reading apt's setting from files, and the messages. Must
-//! not: parse Debian formats or decide anything about packages.
+//! downloader, reading apt's files (settings, sources, keyrings), and the
+//! messages. Must not: parse Debian formats, judge signatures or decide
+//! anything about packages.
 
 use std::cell::Cell;
 use std::fs;
@@ -34,6 +45,9 @@ use rocmx_debian::index::{self, ArchiveSource, LoadOptions};
 use rocmx_debian::lock::Lock;
 use rocmx_debian::release::{apt_disables_valid_until, format_date, from_unix};
 use rocmx_debian::resolve;
+use rocmx_debian::signature::{
+    self, AptSource, Keyring, Keyrings, SignedBy, Trust, DEFAULT_KEYRING,
+};
 
 use super::path_info::{exit_code, Fail};
 
@@ -74,6 +88,15 @@ struct LockArgs {
     /// The archive's base URL (default: mirror://debian).
     #[arg(long, value_name = "URL")]
     mirror: Option<String>,
+    /// Verify the Release file's signature against this OpenPGP keyring
+    /// (binary or ASCII-armoured; repeatable) instead of the apt source's
+    /// Signed-By or the default keyrings.
+    #[arg(long, value_name = "FILE")]
+    keyring: Vec<PathBuf>,
+    /// Use the Release file without verifying its OpenPGP signature (an
+    /// unsigned or unverifiable archive; warned about).
+    #[arg(long, conflicts_with = "keyring")]
+    allow_unsigned: bool,
 }
 
 pub fn run(a: DebianArgs) -> i32 {
@@ -124,8 +147,9 @@ fn lock(a: LockArgs) -> Result<(), Fail> {
     let cfg = crate::config::read().map_err(Fail::Msg)?;
     let mut opts = rocmx_builder::BuildOptions::default();
     cfg.apply(&mut opts).map_err(Fail::Msg)?;
+    let mirror = a.mirror.clone().unwrap_or_else(|| "mirror://debian".into());
     let source = MirrorSource::new(
-        a.mirror.clone().unwrap_or_else(|| "mirror://debian".into()),
+        mirror.clone(),
         cfg.mirrors.clone(),
         opts.fetch_limits.clone(),
     )?;
@@ -134,9 +158,22 @@ fn lock(a: LockArgs) -> Result<(), Fail> {
         .unwrap_or_else(|| PathBuf::from("/"));
     let apt_allows = apt_allows_expired(&apt_root);
     let allow_expired = a.allow_expired || apt_allows.is_some();
-    eprintln!(
-        "note: the InRelease signature is not verified; the Packages index is checked against the Release file's SHA-256"
-    );
+    let trust = if a.allow_unsigned {
+        eprintln!(
+            "warning: --allow-unsigned: the Release file of suite '{}' is used WITHOUT verifying its OpenPGP signature; \
+             the lock is only as trustworthy as the mirror and the network path to it",
+            a.suite
+        );
+        Trust::Unsigned
+    } else {
+        let bases = base_urls(&mirror, &cfg.mirrors);
+        Trust::Keyrings(keyrings(
+            &a.keyring,
+            &apt_root,
+            &bases,
+            source.scratch.path(),
+        )?)
+    };
     let started = std::time::Instant::now();
     let loaded = index::load(
         &source,
@@ -151,9 +188,24 @@ fn lock(a: LockArgs) -> Result<(), Fail> {
                     .unwrap_or(0),
             ),
             allow_expired,
+            trust: trust.clone(),
         },
     )
     .map_err(|e| Fail::Msg(e.to_string()))?;
+    if let Trust::Keyrings(k) = &trust {
+        eprintln!(
+            "verified dists/{}/{}: good signature by {} ({})",
+            a.suite,
+            loaded.release_file,
+            loaded
+                .signers
+                .iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            k.origin
+        );
+    }
     if let Some(until) = loaded.expired {
         let why = if a.allow_expired {
             "--allow-expired".to_string()
@@ -195,6 +247,203 @@ fn lock(a: LockArgs) -> Result<(), Fail> {
         started.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// The base URLs `mirror` stands for: those of `mirror://NAME` in the
+/// mirror table, or the URL itself.
+fn base_urls(mirror: &str, mirrors: &Mirrors) -> Vec<String> {
+    let lower = mirror.to_ascii_lowercase();
+    if let Some(rest) = lower.strip_prefix("mirror://") {
+        let name_len = rest.find('/').unwrap_or(rest.len());
+        let name = &mirror["mirror://".len().."mirror://".len() + name_len];
+        let tail = mirror["mirror://".len() + name_len..].trim_matches('/');
+        return mirrors
+            .get(name)
+            .unwrap_or(&[])
+            .iter()
+            .map(|b| {
+                let b = b.trim_end_matches('/');
+                if tail.is_empty() {
+                    b.to_string()
+                } else {
+                    format!("{b}/{tail}")
+                }
+            })
+            .collect();
+    }
+    vec![mirror.trim_end_matches('/').to_string()]
+}
+
+/// The apt sources under `root`, each with the file it is in:
+/// `etc/apt/sources.list`, then `etc/apt/sources.list.d/*.list` and
+/// `*.sources` in name order (as apt reads them). Unreadable files are
+/// skipped.
+fn apt_sources(root: &Path) -> Vec<(PathBuf, AptSource)> {
+    let apt = root.join("etc/apt");
+    let mut out = Vec::new();
+    let main = apt.join("sources.list");
+    if let Ok(text) = fs::read_to_string(&main) {
+        out.extend(
+            signature::one_line_sources(&text)
+                .into_iter()
+                .map(|s| (main.clone(), s)),
+        );
+    }
+    if let Ok(dir) = fs::read_dir(apt.join("sources.list.d")) {
+        let mut names: Vec<PathBuf> = dir.filter_map(|e| e.ok()).map(|e| e.path()).collect();
+        names.sort();
+        for path in names {
+            let parse: fn(&str) -> Vec<AptSource> = match path.extension().and_then(|e| e.to_str())
+            {
+                Some("list") => signature::one_line_sources,
+                Some("sources") => signature::deb822_sources,
+                _ => continue,
+            };
+            if let Ok(text) = fs::read_to_string(&path) {
+                out.extend(parse(&text).into_iter().map(|s| (path.clone(), s)));
+            }
+        }
+    }
+    out
+}
+
+/// The keyrings to verify with: `--keyring` files; else the `Signed-By` of
+/// the apt source (under `root`) whose URI is the first of `bases` that has
+/// one; else the default keyrings under `root`. Armoured keyrings are
+/// dearmoured into `scratch` (gpgv 2.2 reads only binary ones).
+fn keyrings(
+    given: &[PathBuf],
+    root: &Path,
+    bases: &[String],
+    scratch: &Path,
+) -> Result<Keyrings, Fail> {
+    let n = Cell::new(0u32);
+    // Writes a dearmoured keyring into the scratch directory.
+    let write = |bin: Vec<u8>, name: String| -> Result<Keyring, Fail> {
+        n.set(n.get() + 1);
+        let path = scratch.join(format!("keyring-{}.gpg", n.get()));
+        fs::write(&path, bin)
+            .map_err(|e| Fail::Msg(format!("writing '{}': {e}", path.display())))?;
+        Ok(Keyring { path, name })
+    };
+    // A keyring gpgv can read: the file itself, or its dearmoured copy.
+    let usable = |path: &Path| -> Result<Keyring, String> {
+        let bytes = fs::read(path)
+            .map_err(|e| format!("cannot read the keyring '{}': {e}", path.display()))?;
+        let abs = std::path::absolute(path)
+            .map_err(|e| format!("the keyring '{}': {e}", path.display()))?;
+        if !signature::is_armored(&bytes) {
+            return Ok(Keyring::new(abs));
+        }
+        let bin = signature::dearmor(&String::from_utf8_lossy(&bytes)).map_err(|e| {
+            format!(
+                "the keyring '{}' is ASCII-armoured but cannot be read: {e}",
+                path.display()
+            )
+        })?;
+        write(bin, path.display().to_string()).map_err(|e| match e {
+            Fail::Msg(m) => m,
+            _ => "cannot write a keyring".to_string(),
+        })
+    };
+    let gpgv = PathBuf::from("gpgv");
+    if !given.is_empty() {
+        let files = given
+            .iter()
+            .map(|k| usable(k).map_err(Fail::Msg))
+            .collect::<Result<Vec<_>, _>>()?;
+        return Ok(Keyrings {
+            gpgv,
+            files,
+            fingerprints: Vec::new(),
+            origin: "--keyring".into(),
+        });
+    }
+    // apt's trusted keyrings; a part that cannot be read is skipped with a
+    // warning (apt skips it too).
+    let defaults = || -> Vec<Keyring> {
+        let mut paths: Vec<PathBuf> =
+            [root.join(DEFAULT_KEYRING), root.join("etc/apt/trusted.gpg")]
+                .into_iter()
+                .filter(|p| p.is_file())
+                .collect();
+        if let Ok(dir) = fs::read_dir(root.join("etc/apt/trusted.gpg.d")) {
+            let mut parts: Vec<PathBuf> = dir
+                .filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|p| p.is_file() && signature::is_trusted_part(p))
+                .collect();
+            parts.sort();
+            paths.extend(parts);
+        }
+        paths
+            .iter()
+            .filter_map(|p| match usable(p) {
+                Ok(k) => Some(k),
+                Err(m) => {
+                    eprintln!("warning: skipping {m}");
+                    None
+                }
+            })
+            .collect()
+    };
+    let sources = apt_sources(root);
+    for base in bases {
+        let Some((file, entry)) = sources
+            .iter()
+            .find(|(_, s)| s.uris.iter().any(|u| signature::same_uri(u, base)))
+        else {
+            continue;
+        };
+        let Some(value) = &entry.signed_by else {
+            // That source trusts the default keyrings.
+            break;
+        };
+        let origin = format!("the Signed-By of {} for {base}", file.display());
+        let mut files = Vec::new();
+        let mut fingerprints = Vec::new();
+        for item in signature::parse_signed_by(value) {
+            match item {
+                SignedBy::File(f) => files.push(
+                    usable(Path::new(&f))
+                        .map_err(|m| Fail::Msg(format!("{m} (named by {origin})")))?,
+                ),
+                SignedBy::Fingerprint(f) => fingerprints.push(f),
+                SignedBy::Inline(block) => {
+                    let bin = signature::dearmor(&block).map_err(|e| {
+                        Fail::Msg(format!("the key block in {origin} cannot be read: {e}"))
+                    })?;
+                    files.push(write(bin, format!("the key block in {}", file.display()))?);
+                }
+            }
+        }
+        // Fingerprints select keys from the default keyrings (as apt does).
+        if !fingerprints.is_empty() {
+            files.extend(defaults());
+        }
+        return Ok(Keyrings {
+            gpgv,
+            files,
+            fingerprints,
+            origin,
+        });
+    }
+    let files = defaults();
+    let origin = if files.is_empty() {
+        format!(
+            "the default keyrings under {}, of which none exists: {DEFAULT_KEYRING}, etc/apt/trusted.gpg, \
+             etc/apt/trusted.gpg.d/*.gpg and *.asc",
+            root.display()
+        )
+    } else {
+        format!("the default keyrings under {}", root.display())
+    };
+    Ok(Keyrings {
+        gpgv,
+        files,
+        fingerprints: Vec::new(),
+        origin,
+    })
 }
 
 /// Where apt says `Acquire::Check-Valid-Until "false"`, if it does: the
