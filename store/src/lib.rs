@@ -5,6 +5,8 @@
 //! hashing build outputs modulo self-references ([`modulo`]), the derivation model with
 //! its ATerm and JSON forms ([`derivation`]), and the local store with its SQLite
 //! metadata, locks, GC and verification ([`local`]). Formats never depend on `local`.
+//! Also the safety rules for extracting hostile tar streams ([`untar`]), shared by
+//! the builder's and the Debian crate's extractors.
 //!
 //! Must not: depend on any other rocmx crate, evaluate expressions or run builds.
 //!
@@ -36,6 +38,7 @@ pub mod nar;
 pub mod nixbase32;
 pub mod path;
 pub mod tree;
+pub mod untar;
 
 pub use derivation::{Derivation, DerivationError, DerivationOutput};
 pub use hash::{Encoding, Hash, HashAlgo, HashError, Hasher, HashingWriter};

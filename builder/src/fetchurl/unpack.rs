@@ -1,12 +1,14 @@
 //! Unpacking a downloaded tarball for `builtin:fetchurl` with `unpack = "1"`.
 //!
-//! This module owns format detection (by magic bytes: plain tar, gzip, xz,
-//! zstd) and the extraction of a tar stream into a fresh staging directory,
-//! treating the archive as hostile: absolute paths, `..` components, device
-//! nodes and FIFOs are refused; symbolic links are created as they are but
-//! never followed, since every parent directory is created by us and checked
-//! not to be a link; hard links may only point at regular files already
-//! extracted.
+//! This module owns the extraction policy for a tarball unpacked into a fresh
+//! staging directory, treating the archive as hostile. The safety rules
+//! (format detection by magic bytes: plain tar, gzip, xz, zstd; clean relative
+//! paths, absolute paths and `..` refused; parents created as real directories,
+//! never through a symlink; `O_NOFOLLOW | O_EXCL` files; hard links only to
+//! regular files extracted before) are `rocmx_store::untar`'s. The policy here:
+//! device nodes and FIFOs are refused; a later entry replaces an earlier file or
+//! symlink of the same path, as tar does, but not a directory; symbolic links
+//! are created as they are.
 //!
 //! It also reports what the archive says about itself ([`ArchiveInfo`]): the
 //! `comment` of its first pax global header (`git archive` of a commit writes
@@ -17,52 +19,15 @@
 //! must not keep ownership, timestamps or special mode bits from the archive
 //! (the realiser normalises outputs afterwards) and must not touch the network.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
-use std::os::unix::fs::{symlink, OpenOptionsExt};
-use std::path::{Component, Path, PathBuf};
+use std::path::Path;
 
+use rocmx_store::untar::{self, link_name, safe_relative, Compression, NotLinkable, Room};
 use tar::EntryType;
 
-/// The compression around a tar stream, recognised by its first bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Compression {
-    /// A plain tar stream.
-    None,
-    /// gzip (`.tar.gz`, `.tgz`).
-    Gzip,
-    /// xz (`.tar.xz`).
-    Xz,
-    /// zstd (`.tar.zst`).
-    Zstd,
-}
-
-/// Recognises the compression from the first bytes of a file, or says which
-/// unsupported format it looks like.
-pub(super) fn detect(head: &[u8]) -> Result<Compression, String> {
-    if head.starts_with(&[0x1f, 0x8b]) {
-        Ok(Compression::Gzip)
-    } else if head.starts_with(&[0xfd, b'7', b'z', b'X', b'Z', 0x00]) {
-        Ok(Compression::Xz)
-    } else if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
-        Ok(Compression::Zstd)
-    } else if head.starts_with(b"BZh") {
-        Err(
-            "bzip2-compressed archives are not supported (only tar, tar.gz, tar.xz, tar.zst)"
-                .into(),
-        )
-    } else if head.starts_with(b"PK\x03\x04") {
-        Err("zip archives are not supported (only tar, tar.gz, tar.xz, tar.zst)".into())
-    } else if head.len() >= 262 && &head[257..262] == b"ustar" {
-        Ok(Compression::None)
-    } else if head.len() >= 512 {
-        // A pre-POSIX (v7) tar header has no magic; the tar reader checks
-        // the header checksum and rejects anything else.
-        Ok(Compression::None)
-    } else {
-        Err("not a tar archive (too short, and no known compression magic)".into())
-    }
-}
+/// How refusals name an entry (`refusing hostile archive entry '…': …`).
+const ENTRY: &str = "archive entry";
 
 /// What an archive says about itself, gathered while it is unpacked.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -80,25 +45,20 @@ pub(super) struct ArchiveInfo {
 pub(super) fn unpack_file(archive: &Path, stage: &Path) -> Result<ArchiveInfo, String> {
     let file = File::open(archive).map_err(|e| format!("opening the download: {e}"))?;
     let mut reader = BufReader::with_capacity(1 << 16, file);
+    // A short first read of a regular file is its whole length.
     let head = reader
         .fill_buf()
-        .map_err(|e| format!("reading the download: {e}"))?
-        .to_vec();
-    // A short first read of a regular file is its whole length.
-    let stream: Box<dyn Read> = match detect(&head)? {
-        Compression::None => Box::new(reader),
-        Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(reader)),
-        Compression::Xz => Box::new(xz2::read::XzDecoder::new_multi_decoder(reader)),
-        Compression::Zstd => Box::new(
-            zstd::stream::read::Decoder::with_buffer(reader)
-                .map_err(|e| format!("starting zstd decompression: {e}"))?,
-        ),
-    };
+        .map_err(|e| format!("reading the download: {e}"))?;
+    let stream = Compression::detect(head)?
+        .reader(reader)
+        .map_err(|e| format!("starting zstd decompression: {e}"))?;
     unpack_tar(stream, stage)
 }
 
 /// Extracts a tar stream into `stage` (see the module comment for the rules).
 pub(super) fn unpack_tar(stream: impl Read, stage: &Path) -> Result<ArchiveInfo, String> {
+    let mut root: untar::Root = untar::Root::new(stage);
+    let refuse = |path: &str, why: &str| untar::refuse(ENTRY, path, why);
     let mut archive = tar::Archive::new(stream);
     let entries = archive
         .entries()
@@ -136,78 +96,47 @@ pub(super) fn unpack_tar(stream: impl Read, stage: &Path) -> Result<ArchiveInfo,
             }
             return Err(refuse(&shown, "a non-directory entry for the archive root"));
         };
-        let target = stage.join(&rel);
         match kind {
             EntryType::Directory => {
-                make_dirs(stage, &rel).map_err(|e| format!("creating directory '{shown}': {e}"))?;
+                root.make_dirs(&rel)
+                    .map_err(|e| format!("creating directory '{shown}': {e}"))?;
             }
             EntryType::Regular | EntryType::Continuous | EntryType::GNUSparse => {
-                prepare_parent(stage, &rel)
-                    .map_err(|e| format!("creating parent of '{shown}': {e}"))?;
-                remove_existing(&target).map_err(|e| format!("'{shown}': {e}"))?;
+                make_room(&mut root, &rel, &shown)?;
                 let mode = entry.header().mode().unwrap_or(0o644);
                 let perm = if mode & 0o111 != 0 { 0o755 } else { 0o644 };
-                let mut out = OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .mode(perm)
-                    .custom_flags(libc::O_NOFOLLOW)
-                    .open(&target)
+                let mut out = root
+                    .create_file(&rel, perm, ())
                     .map_err(|e| format!("creating '{shown}': {e}"))?;
                 io::copy(&mut entry, &mut out).map_err(|e| format!("extracting '{shown}': {e}"))?;
             }
             EntryType::Symlink => {
-                let link = entry
-                    .link_name()
-                    .map_err(|e| format!("symlink '{shown}': bad target: {e}"))?
-                    .ok_or_else(|| format!("symlink '{shown}' has no target"))?
-                    .into_owned();
-                if link.as_os_str().is_empty() {
-                    return Err(format!("symlink '{shown}' has an empty target"));
-                }
-                prepare_parent(stage, &rel)
-                    .map_err(|e| format!("creating parent of '{shown}': {e}"))?;
-                remove_existing(&target).map_err(|e| format!("'{shown}': {e}"))?;
-                symlink(&link, &target).map_err(|e| format!("creating symlink '{shown}': {e}"))?;
+                let link = link_name(&entry, &shown)?;
+                make_room(&mut root, &rel, &shown)?;
+                root.symlink(&link, &rel, ())
+                    .map_err(|e| format!("creating symlink '{shown}': {e}"))?;
             }
             EntryType::Link => {
-                let link = entry
-                    .link_name()
-                    .map_err(|e| format!("hard link '{shown}': bad target: {e}"))?
-                    .ok_or_else(|| format!("hard link '{shown}' has no target"))?
-                    .into_owned();
+                let link = link_name(&entry, &shown)?;
                 let link_shown = link.display().to_string();
                 let link_rel = safe_relative(&link)
                     .map_err(|why| {
                         refuse(&shown, &format!("hard link target '{link_shown}': {why}"))
                     })?
                     .ok_or_else(|| refuse(&shown, "a hard link to the archive root"))?;
-                check_no_links_in_parents(stage, &link_rel).map_err(|why| {
-                    refuse(&shown, &format!("hard link target '{link_shown}': {why}"))
+                let source = root.link_source(&link_rel).map_err(|why| {
+                    let why = match why {
+                        NotLinkable::NotRegular => "is not a regular file",
+                        NotLinkable::NotBefore => "does not precede it in the archive",
+                    };
+                    refuse(&shown, &format!("hard link target '{link_shown}' {why}"))
                 })?;
-                let source = stage.join(&link_rel);
-                match fs::symlink_metadata(&source) {
-                    Ok(m) if m.file_type().is_file() => {}
-                    Ok(_) => {
-                        return Err(refuse(
-                            &shown,
-                            &format!("hard link target '{link_shown}' is not a regular file"),
-                        ))
-                    }
-                    Err(_) => {
-                        return Err(refuse(
-                            &shown,
-                            &format!(
-                            "hard link target '{link_shown}' does not precede it in the archive"
-                        ),
-                        ))
-                    }
-                }
-                prepare_parent(stage, &rel)
-                    .map_err(|e| format!("creating parent of '{shown}': {e}"))?;
-                if source != target {
-                    remove_existing(&target).map_err(|e| format!("'{shown}': {e}"))?;
-                    fs::hard_link(&source, &target)
+                if link_rel == rel {
+                    root.make_parents(&rel)
+                        .map_err(|e| format!("creating parent of '{shown}': {e}"))?;
+                } else {
+                    make_room(&mut root, &rel, &shown)?;
+                    root.hard_link(&source, &rel, ())
                         .map_err(|e| format!("creating hard link '{shown}': {e}"))?;
                 }
             }
@@ -242,98 +171,25 @@ fn global_comment<R: Read>(entry: &mut tar::Entry<'_, R>) -> Option<String> {
     None
 }
 
-fn refuse(path: &str, why: &str) -> String {
-    format!("refusing hostile archive entry '{path}': {why}")
-}
-
-/// The entry path as a clean relative path: `.` components dropped; absolute
-/// paths and `..` refused. `Ok(None)` is the archive root itself.
-fn safe_relative(path: &Path) -> Result<Option<PathBuf>, String> {
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            Component::Normal(part) => out.push(part),
-            Component::CurDir => {}
-            Component::ParentDir => return Err("the path contains '..'".to_string()),
-            Component::RootDir | Component::Prefix(_) => {
-                return Err("the path is absolute".to_string())
-            }
-        }
-    }
-    Ok(if out.as_os_str().is_empty() {
-        None
-    } else {
-        Some(out)
-    })
-}
-
-/// Creates `stage/rel` and its parents as real directories, refusing to go
-/// through anything that is not one (a symlink in particular).
-fn make_dirs(stage: &Path, rel: &Path) -> io::Result<()> {
-    let mut cur = stage.to_path_buf();
-    for part in rel.components() {
-        cur.push(part);
-        match fs::symlink_metadata(&cur) {
-            Ok(m) if m.file_type().is_dir() => {}
-            Ok(m) => {
-                let what = if m.file_type().is_symlink() {
-                    "a symlink"
-                } else {
-                    "not a directory"
-                };
-                return Err(io::Error::other(format!(
-                    "'{}' is {what}; refusing to extract through it",
-                    cur.strip_prefix(stage).unwrap_or(&cur).display()
-                )));
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                fs::create_dir(&cur)?;
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
-
-/// Creates the parent directories of `stage/rel`.
-fn prepare_parent(stage: &Path, rel: &Path) -> io::Result<()> {
-    match rel.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => make_dirs(stage, parent),
-        _ => Ok(()),
-    }
-}
-
-/// Checks that every parent of `stage/rel` exists as a real directory.
-fn check_no_links_in_parents(stage: &Path, rel: &Path) -> Result<(), String> {
-    let mut cur = stage.to_path_buf();
-    if let Some(parent) = rel.parent() {
-        for part in parent.components() {
-            cur.push(part);
-            match fs::symlink_metadata(&cur) {
-                Ok(m) if m.file_type().is_dir() => {}
-                _ => return Err("a parent directory is missing or is not a directory".to_string()),
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Removes a file or symlink at `path` (a later archive entry replaces an
-/// earlier one, as tar does); an existing directory is an error.
-fn remove_existing(path: &Path) -> io::Result<()> {
-    match fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_dir() => Err(io::Error::other(
-            "a directory of the same name was extracted before",
+/// Gets `stage/rel` ready for a new non-directory: parents created, an earlier
+/// file or symlink removed (a later entry replaces it, as tar does); an
+/// earlier directory is an error.
+fn make_room(root: &mut untar::Root, rel: &Path, shown: &str) -> Result<(), String> {
+    root.make_parents(rel)
+        .map_err(|e| format!("creating parent of '{shown}': {e}"))?;
+    match root.make_room(rel).map_err(|e| format!("'{shown}': {e}"))? {
+        Room::Free | Room::Replaced(()) => Ok(()),
+        Room::Directory => Err(format!(
+            "'{shown}': a directory of the same name was extracted before"
         )),
-        Ok(_) => fs::remove_file(path),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
+    use std::path::Path;
 
     /// A tar header for `path` written byte-for-byte, so that paths the tar
     /// crate's builder would refuse (`..`, absolute) can be tested.
@@ -353,33 +209,6 @@ mod tests {
     fn finish(mut v: Vec<u8>) -> Vec<u8> {
         v.extend_from_slice(&[0u8; 1024]);
         v
-    }
-
-    #[test]
-    fn detects_formats() {
-        assert_eq!(detect(&[0x1f, 0x8b, 8]).unwrap(), Compression::Gzip);
-        assert_eq!(detect(b"\xfd7zXZ\x00rest").unwrap(), Compression::Xz);
-        assert_eq!(
-            detect(&[0x28, 0xb5, 0x2f, 0xfd, 0]).unwrap(),
-            Compression::Zstd
-        );
-        assert!(detect(b"BZh91AY").unwrap_err().contains("bzip2"));
-        assert!(detect(b"PK\x03\x04").unwrap_err().contains("zip"));
-        assert!(detect(b"<html>").unwrap_err().contains("not a tar"));
-        let mut tar = vec![0u8; 512];
-        tar[257..262].copy_from_slice(b"ustar");
-        assert_eq!(detect(&tar).unwrap(), Compression::None);
-    }
-
-    #[test]
-    fn safe_relative_paths() {
-        assert_eq!(
-            safe_relative(Path::new("./a/./b")).unwrap(),
-            Some(PathBuf::from("a/b"))
-        );
-        assert_eq!(safe_relative(Path::new("./")).unwrap(), None);
-        assert!(safe_relative(Path::new("a/../../b")).is_err());
-        assert!(safe_relative(Path::new("/etc/passwd")).is_err());
     }
 
     #[test]

@@ -2,65 +2,59 @@
 //!
 //! Owns: who shipped which path when several packages are unpacked into one
 //! root (a later package wins over an earlier one's file, and is reported; a
-//! directory wins over a non-directory), and the safety rules below.
+//! directory wins over a non-directory), and what differs from a tarball.
 //!
-//! The archives are treated as hostile. The checks are those of
-//! `builder/src/fetchurl/unpack.rs` (the tarball unpacker of `builtin:fetchurl`),
-//! kept parallel rather than shared because this crate may not depend on the
-//! builder: absolute paths and `..` components are refused; every parent
-//! directory is created by us and checked not to be a symlink, and files are
-//! created with `O_NOFOLLOW` after removing what was there, so nothing is ever
+//! The archives are treated as hostile, with the rules of
+//! `rocmx_store::untar` (shared with `builtin:fetchurl`'s tarball unpacker):
+//! absolute paths and `..` components are refused; every parent directory is
+//! created by us and checked not to be a symlink, and files are created with
+//! `O_NOFOLLOW | O_EXCL` after removing what was there, so nothing is ever
 //! written through a symlink; symlinks are created as they are (never followed);
-//! hard links may only point at regular files this same `.deb` extracted before.
-//! Unlike a tarball, a package may carry device nodes or FIFOs (old `makedev`):
-//! they are skipped with a note in the log, as an unprivileged dpkg could not make
-//! them either. Setuid, setgid and sticky bits are dropped; the owner always gets
-//! read (and, on directories, write and search) so the store can ingest the tree;
-//! other mode bits are kept; ownership and mtimes are not.
+//! hard links may only point at regular files this same `.deb` extracted before
+//! (each package is the untar root's next archive). Unlike a tarball, a package
+//! may carry device nodes or FIFOs (old `makedev`): they are skipped with a note
+//! in the log, as an unprivileged dpkg could not make them either. Setuid,
+//! setgid and sticky bits are dropped; the owner always gets read (and, on
+//! directories, write and search) so the store can ingest the tree; other mode
+//! bits are kept; ownership and mtimes are not.
 //!
-//! The unpacker is the only writer of its root while it runs, so it remembers
-//! what it made instead of asking the filesystem again: the directories it
-//! created or checked (never removed: a directory always wins) and the
-//! non-directories it created (in `owners`). A path in neither is absent; if
-//! something is there all the same, `O_EXCL` creation fails rather than
-//! overwriting it.
+//! The unpacker is the only writer of its root while it runs, so its untar root
+//! remembers what it made instead of asking the filesystem again: the
+//! directories it created or checked (never removed: a directory always wins)
+//! and the non-directories it created, each with the package that shipped it.
+//! A path in neither is absent; if something is there all the same, `O_EXCL`
+//! creation fails rather than overwriting it.
 //!
 //! Must not: run maintainer scripts, write outside the root it is given, or
 //! touch the network.
 
-use std::collections::{HashMap, HashSet};
-use std::fs::{self, OpenOptions};
+use std::fs;
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{symlink, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::sync_channel;
 
+use rocmx_store::untar::{self, link_name, safe_relative, Room};
 use tar::EntryType;
 
 use super::readahead::{self, Event, MemberReader};
-use super::{merged_usr, safe_relative, walk, Control, DebError, MERGED_DIRS};
+use super::{merged_usr, walk, Control, DebError, MERGED_DIRS};
 
 /// Bytes copied per `write` when extracting a file.
 const COPY_BUF: usize = 1 << 17;
 
+/// How refusals name an entry (`refusing hostile entry '…': …`).
+const ENTRY: &str = "entry";
+
+/// The untar root, each non-directory tagged with the package that shipped it.
+type Root = untar::Root<String>;
+
 /// Unpacks `.deb` files one after the other into one merged-`/usr` root (see
 /// the module comment).
 pub struct Unpacker {
-    root: PathBuf,
-    /// Relative path (after the `/usr` mapping) → the package that shipped it,
-    /// for every non-directory made.
-    owners: HashMap<PathBuf, String>,
-    /// Relative paths known to be real directories (`""` is the root).
-    dirs: HashSet<PathBuf>,
+    /// Relative paths are after the `/usr` mapping.
+    root: Root,
     buf: Vec<u8>,
-}
-
-/// What extraction remembers across packages.
-struct State<'a> {
-    root: &'a Path,
-    owners: &'a mut HashMap<PathBuf, String>,
-    dirs: &'a mut HashSet<PathBuf>,
-    buf: &'a mut Vec<u8>,
 }
 
 impl Unpacker {
@@ -68,28 +62,17 @@ impl Unpacker {
     /// this unpacker made).
     pub fn new(root: &Path) -> Self {
         Unpacker {
-            root: root.to_path_buf(),
-            owners: HashMap::new(),
-            dirs: [PathBuf::new()].into_iter().collect(),
+            root: Root::new(root).with_dir_mode(0o755).with_slash_names(),
             buf: vec![0; COPY_BUF],
-        }
-    }
-
-    fn state(&mut self) -> State<'_> {
-        State {
-            root: &self.root,
-            owners: &mut self.owners,
-            dirs: &mut self.dirs,
-            buf: &mut self.buf,
         }
     }
 
     /// Unpacks the data of `deb`; notes (replaced files, skipped special
     /// files) go to `log`.
     pub fn unpack(&mut self, deb: &Path, log: &mut dyn Write) -> Result<Control, DebError> {
-        let mut st = self.state();
+        let Unpacker { root, buf } = self;
         let mut extract = |c: &Control, member: &str, stream: &mut dyn Read| {
-            extract_data(&mut st, c, stream, log).map_err(|message| DebError {
+            extract_data(root, buf, c, stream, log).map_err(|message| DebError {
                 deb: deb.to_path_buf(),
                 member: member.to_string(),
                 message,
@@ -107,7 +90,7 @@ impl Unpacker {
         debs: &[PathBuf],
         log: &mut dyn Write,
     ) -> Result<Vec<Control>, DebError> {
-        let mut st = self.state();
+        let Unpacker { root, buf } = self;
         std::thread::scope(|s| {
             let (tx, rx) = sync_channel(readahead::AHEAD);
             s.spawn(move || readahead::produce(debs, tx));
@@ -125,7 +108,7 @@ impl Unpacker {
                     }
                 };
                 let mut reader = MemberReader::new(&rx);
-                let r = extract_data(&mut st, &control, &mut reader, log);
+                let r = extract_data(root, buf, &control, &mut reader, log);
                 reader.drain();
                 // A failure to read the member explains a tar error, not the reverse.
                 if let Some(e) = reader.failed.take() {
@@ -145,24 +128,24 @@ impl Unpacker {
 }
 
 fn refuse(path: &str, why: &str) -> String {
-    format!("refusing hostile entry '{path}': {why}")
+    untar::refuse(ENTRY, path, why)
 }
 
 /// Extracts one package's data tar stream into the root.
 fn extract_data(
-    st: &mut State<'_>,
+    root: &mut Root,
+    buf: &mut [u8],
     control: &Control,
     stream: &mut dyn Read,
     log: &mut dyn Write,
 ) -> Result<(), String> {
-    let root = st.root;
     let pkg = &control.package;
+    // Hard links may point only at regular files this package extracted.
+    root.next_archive();
     let mut tar = tar::Archive::new(stream);
     let entries = tar
         .entries()
         .map_err(|e| format!("reading the tar stream: {e}"))?;
-    // Regular files this package extracted: the only hard link targets allowed.
-    let mut mine: HashSet<PathBuf> = HashSet::new();
     for (index, entry) in entries.enumerate() {
         let mut entry = entry.map_err(|e| format!("reading tar entry #{}: {e}", index + 1))?;
         let raw = entry
@@ -188,67 +171,52 @@ fn extract_data(
             continue;
         }
         let rel = merged_usr(&orig);
-        let target = root.join(&rel);
         let mode = entry.header().mode().unwrap_or(0o644) & 0o777;
         match kind {
             EntryType::Directory => {
-                if !st.dirs.contains(&rel) {
-                    if let Some(before) = st.owners.remove(&rel) {
+                if !root.is_dir(&rel) {
+                    let before = root
+                        .remove(&rel)
+                        .map_err(|e| format!("replacing '/{}': {e}", rel.display()))?;
+                    if let Some(before) = before {
                         writeln!(
                             log,
                             "note: {pkg} ships the directory /{} where {before} shipped a non-directory; the directory wins",
                             rel.display()
                         )
                         .ok();
-                        fs::remove_file(&target)
-                            .map_err(|e| format!("replacing '/{}': {e}", rel.display()))?;
                     }
-                    make_dirs(st, &rel)
+                    root.make_dirs(&rel)
                         .map_err(|e| format!("creating directory '{shown}': {e}"))?;
                 }
-                fs::set_permissions(&target, fs::Permissions::from_mode(mode | 0o700))
-                    .map_err(|e| format!("setting the mode of '{shown}': {e}"))?;
+                fs::set_permissions(
+                    root.path().join(&rel),
+                    fs::Permissions::from_mode(mode | 0o700),
+                )
+                .map_err(|e| format!("setting the mode of '{shown}': {e}"))?;
             }
             EntryType::Regular | EntryType::Continuous | EntryType::GNUSparse => {
-                if !make_room(st, &rel, pkg, log).map_err(|e| format!("'{shown}': {e}"))? {
+                if !make_room(root, &rel, pkg, log).map_err(|e| format!("'{shown}': {e}"))? {
                     continue;
                 }
-                let mut out = OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .mode(0o600)
-                    .custom_flags(libc::O_NOFOLLOW)
-                    .open(&target)
+                let mut out = root
+                    .create_file(&rel, 0o600, pkg.clone())
                     .map_err(|e| format!("creating '{shown}': {e}"))?;
-                copy(&mut entry, &mut out, st.buf)
+                copy(&mut entry, &mut out, buf)
                     .map_err(|e| format!("extracting '{shown}': {e}"))?;
                 out.set_permissions(fs::Permissions::from_mode(mode | 0o400))
                     .map_err(|e| format!("setting the mode of '{shown}': {e}"))?;
-                mine.insert(rel.clone());
-                st.owners.insert(rel, pkg.clone());
             }
             EntryType::Symlink => {
-                let link = entry
-                    .link_name()
-                    .map_err(|e| format!("symlink '{shown}': bad target: {e}"))?
-                    .ok_or_else(|| format!("symlink '{shown}' has no target"))?
-                    .into_owned();
-                if link.as_os_str().is_empty() {
-                    return Err(format!("symlink '{shown}' has an empty target"));
-                }
-                if !make_room(st, &rel, pkg, log).map_err(|e| format!("'{shown}': {e}"))? {
+                let link = link_name(&entry, &shown)?;
+                if !make_room(root, &rel, pkg, log).map_err(|e| format!("'{shown}': {e}"))? {
                     continue;
                 }
-                symlink(&link, &target).map_err(|e| format!("creating symlink '{shown}': {e}"))?;
-                mine.remove(&rel);
-                st.owners.insert(rel, pkg.clone());
+                root.symlink(&link, &rel, pkg.clone())
+                    .map_err(|e| format!("creating symlink '{shown}': {e}"))?;
             }
             EntryType::Link => {
-                let link = entry
-                    .link_name()
-                    .map_err(|e| format!("hard link '{shown}': bad target: {e}"))?
-                    .ok_or_else(|| format!("hard link '{shown}' has no target"))?
-                    .into_owned();
+                let link = link_name(&entry, &shown)?;
                 let link_shown = link.display().to_string();
                 let link_rel = safe_relative(&link)
                     .map_err(|why| {
@@ -256,29 +224,22 @@ fn extract_data(
                     })?
                     .ok_or_else(|| refuse(&shown, "a hard link to the root"))?;
                 let link_rel = merged_usr(&link_rel);
-                let source = root.join(&link_rel);
-                // `mine` holds only regular files this package made, under
-                // directories the unpacker made or checked.
-                let ok = mine.contains(&link_rel)
-                    && fs::symlink_metadata(&source).is_ok_and(|m| m.file_type().is_file());
-                if !ok {
-                    return Err(refuse(
+                let source = root.link_source(&link_rel).map_err(|_| {
+                    refuse(
                         &shown,
                         &format!(
                             "hard link target '{link_shown}' is not a regular file extracted before it from this package"
                         ),
-                    ));
-                }
-                if source == target {
+                    )
+                })?;
+                if link_rel == rel {
                     continue;
                 }
-                if !make_room(st, &rel, pkg, log).map_err(|e| format!("'{shown}': {e}"))? {
+                if !make_room(root, &rel, pkg, log).map_err(|e| format!("'{shown}': {e}"))? {
                     continue;
                 }
-                fs::hard_link(&source, &target)
+                root.hard_link(&source, &rel, pkg.clone())
                     .map_err(|e| format!("creating hard link '{shown}': {e}"))?;
-                mine.insert(rel.clone());
-                st.owners.insert(rel, pkg.clone());
             }
             EntryType::Char | EntryType::Block | EntryType::Fifo => {
                 let what = if kind == EntryType::Fifo {
@@ -300,60 +261,26 @@ fn extract_data(
 /// through a symlink), an earlier file or symlink removed (reported when
 /// another package shipped it). `Ok(false)`: a directory is there, which wins,
 /// and the entry is skipped (reported).
-fn make_room(st: &mut State<'_>, rel: &Path, pkg: &str, log: &mut dyn Write) -> io::Result<bool> {
-    if let Some(parent) = rel.parent() {
-        make_dirs(st, parent)?;
-    }
-    if st.dirs.contains(rel) {
-        writeln!(
-            log,
-            "note: {pkg} ships a non-directory at /{} where a directory is; the directory wins",
-            rel.display()
-        )
-        .ok();
-        return Ok(false);
-    }
-    if let Some(before) = st.owners.get(rel) {
-        if before != pkg {
-            writeln!(log, "note: {pkg} replaces /{} from {before}", rel.display()).ok();
+fn make_room(root: &mut Root, rel: &Path, pkg: &str, log: &mut dyn Write) -> io::Result<bool> {
+    root.make_parents(rel)?;
+    match root.make_room(rel)? {
+        Room::Free => {}
+        Room::Replaced(before) => {
+            if before != pkg {
+                writeln!(log, "note: {pkg} replaces /{} from {before}", rel.display()).ok();
+            }
         }
-        fs::remove_file(st.root.join(rel))?;
+        Room::Directory => {
+            writeln!(
+                log,
+                "note: {pkg} ships a non-directory at /{} where a directory is; the directory wins",
+                rel.display()
+            )
+            .ok();
+            return Ok(false);
+        }
     }
     Ok(true)
-}
-
-/// Creates `root/rel` and its parents as real directories, refusing to go
-/// through anything that is not one (a symlink in particular). Directories
-/// already known are not looked at again.
-fn make_dirs(st: &mut State<'_>, rel: &Path) -> io::Result<()> {
-    if st.dirs.contains(rel) {
-        return Ok(());
-    }
-    if let Some(parent) = rel.parent() {
-        make_dirs(st, parent)?;
-    }
-    let cur = st.root.join(rel);
-    match fs::symlink_metadata(&cur) {
-        Ok(m) if m.file_type().is_dir() => {}
-        Ok(m) => {
-            let what = if m.file_type().is_symlink() {
-                "a symlink"
-            } else {
-                "not a directory"
-            };
-            return Err(io::Error::other(format!(
-                "'/{}' is {what}; refusing to extract through it",
-                rel.display()
-            )));
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            fs::create_dir(&cur)?;
-            fs::set_permissions(&cur, fs::Permissions::from_mode(0o755))?;
-        }
-        Err(e) => return Err(e),
-    }
-    st.dirs.insert(rel.to_path_buf());
-    Ok(())
 }
 
 /// Copies a file's bytes through `buf` (larger writes than `io::copy`'s).

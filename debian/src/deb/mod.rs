@@ -5,8 +5,8 @@
 //! Owns: the binary package format (deb(5): `debian-binary` = `2.x`, then
 //! `control.tar[.gz|.xz|.zst]`, then `data.tar[.gz|.xz|.zst]`; members whose name
 //! starts with `_` are ignored as dpkg does), the mapping of `/bin`, `/sbin` and
-//! `/lib*` onto `/usr/…` (Debian 13's merged `/usr`, see [`MERGED_DIRS`]), and
-//! the cleaning of entry paths ([`safe_relative`]).
+//! `/lib*` onto `/usr/…` (Debian 13's merged `/usr`, see [`MERGED_DIRS`]). The
+//! compressions and the cleaning of entry paths are `rocmx_store::untar`'s.
 //!
 //! Must not: write anything, or touch the network.
 
@@ -19,8 +19,10 @@ pub use extract::Unpacker;
 
 use std::fmt;
 use std::fs::File;
-use std::io::{self, BufReader, Read};
+use std::io::{BufReader, Read};
 use std::path::{Component, Path, PathBuf};
+
+use rocmx_store::untar::{safe_relative, Compression};
 
 /// Top-level directories that Debian 13 (amd64 and the others) keeps under
 /// `/usr`: `/X` is a symlink to `usr/X`, and whatever a package ships below `/X`
@@ -75,15 +77,6 @@ impl fmt::Display for DebError {
     }
 }
 
-/// The compression of a `control.tar*` / `data.tar*` member, from its name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Compression {
-    None,
-    Gzip,
-    Xz,
-    Zstd,
-}
-
 /// Splits `control.tar.xz` into (`control`, Xz); `Err` for a known but
 /// unsupported compression, `Ok(None)` for a member that is no tar at all.
 fn member_kind(name: &str) -> Result<Option<(&str, Compression)>, String> {
@@ -104,15 +97,6 @@ fn member_kind(name: &str) -> Result<Option<(&str, Compression)>, String> {
         _ => return Ok(None),
     };
     Ok(Some((stem, c)))
-}
-
-fn decompress<'a>(r: impl Read + 'a, c: Compression) -> io::Result<Box<dyn Read + 'a>> {
-    Ok(match c {
-        Compression::None => Box::new(r),
-        Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(r)),
-        Compression::Xz => Box::new(xz2::read::XzDecoder::new_multi_decoder(r)),
-        Compression::Zstd => Box::new(zstd::stream::read::Decoder::new(r)?),
-    })
 }
 
 /// Parses the text of a `control` file.
@@ -199,7 +183,8 @@ fn walk(deb: &Path, mut data: Option<DataSink<'_>>) -> Result<Control, DebError>
                 if control.is_some() {
                     return Err(fail(&name, "a second control member".into()));
                 }
-                let stream = decompress(&mut entry, comp)
+                let stream = comp
+                    .reader(&mut entry)
                     .map_err(|e| fail(&name, format!("decompressing: {e}")))?;
                 let text = control_text(stream).map_err(|m| fail(&name, m))?;
                 control = Some(parse_control(&text).map_err(|m| fail(&name, m))?);
@@ -212,7 +197,8 @@ fn walk(deb: &Path, mut data: Option<DataSink<'_>>) -> Result<Control, DebError>
                     ));
                 };
                 if let Some(f) = data.as_mut() {
-                    let mut stream = decompress(&mut entry, comp)
+                    let mut stream = comp
+                        .reader(&mut entry)
                         .map_err(|e| fail(&name, format!("decompressing: {e}")))?;
                     f(c, &name, &mut stream)?;
                 }
@@ -278,29 +264,12 @@ pub fn merged_usr(rel: &Path) -> PathBuf {
     }
 }
 
-/// The entry path as a clean relative path: `.` components dropped; absolute
-/// paths and `..` refused. `Ok(None)` is the root itself.
-fn safe_relative(path: &Path) -> Result<Option<PathBuf>, String> {
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            Component::Normal(part) => out.push(part),
-            Component::CurDir => {}
-            Component::ParentDir => return Err("the path contains '..'".to_string()),
-            Component::RootDir | Component::Prefix(_) => {
-                return Err("the path is absolute".to_string())
-            }
-        }
-    }
-    Ok((!out.as_os_str().is_empty()).then_some(out))
-}
-
 #[cfg(test)]
 mod tests {
     use super::testutil::*;
     use super::*;
     use std::fs;
-    use std::io::Write;
+    use std::io::{self, Write};
 
     #[test]
     fn checks_the_layout() {
