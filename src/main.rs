@@ -16,6 +16,7 @@ mod evalstore;
 mod fetcher;
 mod flake;
 mod gfx;
+mod substitute;
 mod unpack_debs;
 
 /// The evaluator allocates many small, short-lived objects from a worker

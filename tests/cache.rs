@@ -340,3 +340,108 @@ fn a_tampered_cache_is_refused_and_nothing_is_registered() {
         }
     }
 }
+
+/// `rocmx build --json` in store `s`, with the cache as substituter; the parsed result.
+fn build_json(
+    fx: &Fx,
+    s: &str,
+    cache: &Path,
+    pk: &str,
+    extra: &[&str],
+) -> (Output, serde_json::Value) {
+    let nix = fx.p("p.nix");
+    let url = format!("file://{}", cache.display());
+    let mut args = vec![
+        "build",
+        "-f",
+        nix.to_str().unwrap(),
+        "b",
+        "--no-link",
+        "--json",
+        "--substituters",
+        &url,
+        "--option",
+        "trusted-public-keys",
+        pk,
+    ];
+    args.extend_from_slice(extra);
+    let o = fx.run(s, &args);
+    let v = serde_json::from_str(out(&o).trim()).unwrap_or(serde_json::Value::Null);
+    (o, v)
+}
+
+#[test]
+fn build_substitutes_instead_of_building() {
+    let Some(fx) = Fx::new() else { return };
+    let Some((b, pk)) = fx.filled_cache() else {
+        return;
+    };
+    let cache = fx.p("cache");
+    let (o, v) = build_json(&fx, "s2", &cache, &pk, &[]);
+    assert!(o.status.success(), "{}", err(&o));
+    assert_eq!(v["built"], serde_json::json!([]), "{v}");
+    assert_eq!(v["substituted"].as_array().unwrap().len(), 2, "{v}");
+    assert_eq!(v["outputs"][0]["outputs"]["out"], serde_json::json!(b));
+
+    // --offline builds.
+    let (o, v) = build_json(&fx, "s3", &cache, &pk, &["--offline"]);
+    assert!(o.status.success(), "{}", err(&o));
+    assert_eq!(v["built"].as_array().unwrap().len(), 2, "{v}");
+
+    // An untrusted cache is skipped with a warning naming it, and the build runs.
+    let (o, v) = build_json(
+        &fx,
+        "s4",
+        &cache,
+        "other-1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",
+        &[],
+    );
+    assert!(o.status.success(), "{}", err(&o));
+    assert!(
+        err(&o).contains("is not signed by a trusted key"),
+        "{}",
+        err(&o)
+    );
+    assert!(
+        err(&o).contains(&format!("not asking 'file://{}' again", cache.display())),
+        "{}",
+        err(&o)
+    );
+    assert_eq!(v["built"].as_array().unwrap().len(), 2, "{v}");
+}
+
+#[test]
+fn a_cache_that_fails_to_deliver_needs_fallback() {
+    let Some(fx) = Fx::new() else { return };
+    let Some((_b, pk)) = fx.filled_cache() else {
+        return;
+    };
+    let bad = fx.p("bad");
+    copy_dir(&fx.p("cache"), &bad);
+    let (_, ni) = narinfo_of(&bad, "cached-b");
+    fs::write(
+        bad.join(&ni.url),
+        zstd::encode_all(&b"nix-archive-1"[..], 1).unwrap(),
+    )
+    .unwrap();
+
+    let (o, _) = build_json(&fx, "s2", &bad, &pk, &[]);
+    assert!(!o.status.success());
+    assert!(
+        err(&o).contains("pass --fallback to build it instead"),
+        "{}",
+        err(&o)
+    );
+    assert!(err(&o).contains("refusing"), "{}", err(&o));
+
+    let (o, v) = build_json(&fx, "s3", &bad, &pk, &["--fallback"]);
+    assert!(o.status.success(), "{}", err(&o));
+    assert!(
+        err(&o).contains("building instead (--fallback)"),
+        "{}",
+        err(&o)
+    );
+    // a came from the cache, b was built.
+    assert_eq!(v["built"].as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(v["substituted"].as_array().unwrap().len(), 1, "{v}");
+}

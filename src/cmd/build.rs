@@ -115,6 +115,16 @@ pub struct BuildArgs {
     /// `--option build-dir-size 10G`, …); may be repeated.
     #[arg(long = "option", num_args = 2, value_names = ["NAME", "VALUE"], action = clap::ArgAction::Append)]
     option: Vec<String>,
+    /// Binary caches to substitute from, in order (white-space separated URLs; replaces
+    /// the `substituters` setting).
+    #[arg(long, value_name = "URLS")]
+    substituters: Option<String>,
+    /// Use no binary cache.
+    #[arg(long)]
+    offline: bool,
+    /// When a cache that has an output fails to deliver it, build it instead of failing.
+    #[arg(long)]
+    fallback: bool,
     /// Print the build logs on standard error as they come, each line prefixed `name> `.
     #[arg(short = 'L', long = "print-build-logs")]
     print_build_logs: bool,
@@ -446,6 +456,22 @@ fn options(args: &BuildArgs) -> Result<BuildOptions, Fail> {
     opts.keep_failed = args.keep_failed;
     opts.rebuild = args.rebuild;
     opts.check = args.check;
+    if !args.offline {
+        let urls = args
+            .substituters
+            .as_deref()
+            .or(cfg.value("substituters"))
+            .unwrap_or("");
+        let caches = crate::substitute::Caches::new(
+            urls,
+            cfg.value("trusted-public-keys").unwrap_or(""),
+            args.fallback,
+        )
+        .map_err(Fail::Msg)?;
+        if !caches.is_empty() {
+            opts.substituter = Some(std::sync::Arc::new(caches));
+        }
+    }
     Ok(opts)
 }
 
@@ -561,11 +587,17 @@ fn build(
             })
             .collect();
         let built: Vec<String> = realiser.built().iter().map(|p| p.to_absolute()).collect();
+        let substituted: Vec<String> = realiser
+            .substituted()
+            .iter()
+            .map(|p| p.to_absolute())
+            .collect();
         let _ = writeln!(
             out,
-            "{{\"outputs\":{},\"built\":{},\"substituted\":[]{}}}",
+            "{{\"outputs\":{},\"built\":{},\"substituted\":{}{}}}",
             serde_json::Value::from(outputs),
             serde_json::Value::from(built),
+            serde_json::Value::from(substituted),
             params_field(params)
         );
     }

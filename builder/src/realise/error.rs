@@ -56,6 +56,15 @@ pub enum BuildError {
         /// The derivation.
         drv: StorePath,
     },
+    /// A binary cache claimed the outputs and failed to deliver them, and falling back
+    /// to building is not allowed.
+    #[error("substituting '{drv}': {reason}")]
+    Substitution {
+        /// The derivation.
+        drv: StorePath,
+        /// What went wrong, naming the cache.
+        reason: String,
+    },
     /// `--check`: the rebuild gave other bytes.
     #[error("{}", check_message(.drv, .outputs))]
     CheckMismatch {

@@ -109,6 +109,27 @@ pub struct BuildOptions {
     /// Built-in builders registered by the binary (`builtin:unpack-debs`, …);
     /// `builtin:fetchurl` is always there.
     pub builtins: crate::builtins::Builtins,
+    /// Where outputs can be fetched from instead of built (binary caches), asked after
+    /// the local realisations and before building; none by default.
+    pub substituter: Option<Arc<dyn Substituter>>,
+}
+
+/// A source of realised outputs other than building: binary caches, implemented by the
+/// binary (this crate knows no cache format).
+pub trait Substituter: Send + Sync + std::fmt::Debug {
+    /// Makes every output of the resolved derivation `key` valid in `store` (with its
+    /// closure) and records its realisation, if some source has all of them; gives the
+    /// paths, or `None` to build. `outputs` lists each output with its path when it is
+    /// fixed. `Err` stops the build of this derivation (a source that claimed the
+    /// outputs and failed to deliver them, when falling back to building is not
+    /// allowed); the message names the source.
+    fn substitute(
+        &self,
+        store: &LocalStore,
+        drv: &StorePath,
+        key: &str,
+        outputs: &[(String, Option<StorePath>)],
+    ) -> Result<Option<BTreeMap<String, StorePath>>, String>;
 }
 
 /// The default [`BuildOptions::timeout`]: 48 hours (one derivation of the ROCm stack
@@ -143,6 +164,7 @@ impl Default for BuildOptions {
             limits: DEFAULT_LIMITS,
             build_ids: crate::ids::IdRange::of_host(),
             builtins: crate::builtins::Builtins::default(),
+            substituter: None,
         }
     }
 }
@@ -189,6 +211,8 @@ pub struct Realiser<'a> {
     /// Parsed derivations.
     drvs: HashMap<StorePath, Arc<Derivation>>,
     built: Vec<StorePath>,
+    /// Derivations whose outputs the substituter gave, in order.
+    substituted: Vec<StorePath>,
     failed_list: Vec<StorePath>,
     skipped_list: Vec<(StorePath, StorePath)>,
     rooted: HashSet<StorePath>,
@@ -214,6 +238,7 @@ impl<'a> Realiser<'a> {
             errors: HashMap::new(),
             drvs: HashMap::new(),
             built: Vec::new(),
+            substituted: Vec::new(),
             failed_list: Vec::new(),
             skipped_list: Vec::new(),
             rooted: HashSet::new(),
@@ -230,6 +255,11 @@ impl<'a> Realiser<'a> {
     /// The derivations actually built in this run, in order of completion.
     pub fn built(&self) -> &[StorePath] {
         &self.built
+    }
+
+    /// The derivations whose outputs were fetched from a substituter in this run.
+    pub fn substituted(&self) -> &[StorePath] {
+        &self.substituted
     }
 
     /// The derivations whose own build failed in this run, in order.
@@ -575,7 +605,7 @@ impl<'a> Realiser<'a> {
                 None => return Err(BuildError::NotRealised { drv: drv.clone() }),
             }
         } else if !self.opts.rebuild {
-            if let Some(outputs) = self.cached(drv, &key, &d)? {
+            if let Some(outputs) = self.cached(drv, &key, &d, true)? {
                 return Ok(Prepared::Cached(outputs));
             }
         }
@@ -608,24 +638,65 @@ impl<'a> Realiser<'a> {
         if node.check || self.opts.rebuild {
             return Ok(None);
         }
-        self.cached(&node.drv, key, &node.d)
+        self.cached(&node.drv, key, &node.d, false)
     }
 
-    /// The recorded outputs of `key` (see [`Realiser::lookup`]), also recorded as the
-    /// outputs of `drv`; `None` when it must be built.
+    /// The recorded outputs of `key` (see [`Realiser::lookup`]), else (when `substitute`)
+    /// the substituter's, also recorded as the outputs of `drv`; `None` when it must be
+    /// built.
     fn cached(
         &mut self,
         drv: &StorePath,
         key: &str,
         d: &Derivation,
+        substitute: bool,
     ) -> Result<Option<BTreeMap<String, StorePath>>, BuildError> {
-        let Some(outputs) = self.lookup(key, d)? else {
-            return Ok(None);
+        let outputs = match self.lookup(key, d)? {
+            Some(o) => o,
+            None if !substitute => return Ok(None),
+            None => match self.substitute(drv, key, d)? {
+                Some(o) => o,
+                None => return Ok(None),
+            },
         };
         for (o, p) in &outputs {
             self.store.add_derivation_output(drv, o, p)?;
         }
         Ok(Some(outputs))
+    }
+
+    /// Asks the substituter (if any) for the outputs of `key`; rooted when found.
+    fn substitute(
+        &mut self,
+        drv: &StorePath,
+        key: &str,
+        d: &Derivation,
+    ) -> Result<Option<BTreeMap<String, StorePath>>, BuildError> {
+        let Some(sub) = self.opts.substituter.clone() else {
+            return Ok(None);
+        };
+        let wanted: Vec<(String, Option<StorePath>)> = d
+            .outputs
+            .iter()
+            .map(|(o, spec)| (o.clone(), spec.path().cloned()))
+            .collect();
+        let found = sub
+            .substitute(self.store, drv, key, &wanted)
+            .map_err(|reason| BuildError::Substitution {
+                drv: drv.clone(),
+                reason,
+            })?;
+        let Some(found) = found else {
+            return Ok(None);
+        };
+        for p in found.values() {
+            self.temp_root(p)?;
+            if !self.store.is_valid(p)? {
+                return Ok(None);
+            }
+        }
+        self.substituted.push(drv.clone());
+        Ok(Some(found))
     }
 
     /// Records a realised derivation.
