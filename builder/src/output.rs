@@ -243,7 +243,7 @@ pub fn process_floating(
     let mut references = scanner.found();
     references.remove(scratch);
     let ca = ContentAddress::Output {
-        nar_hash: modulo_hash.clone(),
+        nar_hash: modulo_hash,
         references: references.clone(),
         self_reference,
     };

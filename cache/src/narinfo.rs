@@ -194,11 +194,10 @@ impl NarInfo {
                         .map(path)
                         .collect::<Result<BTreeSet<_>, _>>()?,
                 )?,
-                "Deriver" => {
-                    if !v.is_empty() && v != "unknown-deriver" {
-                        once(&mut deriver, n, key, path(v)?)?
-                    }
+                "Deriver" if !v.is_empty() && v != "unknown-deriver" => {
+                    once(&mut deriver, n, key, path(v)?)?
                 }
+                "Deriver" => {}
                 "CA" => once(&mut ca, n, key, v.to_string())?,
                 "Sig" => signatures.push(v.to_string()),
                 _ => {}

@@ -187,7 +187,7 @@ pub fn push(
             compression: Compression::Zstd,
             file_hash: Some(file_hash),
             file_size: Some(file_size),
-            nar_hash: info.nar_hash.clone(),
+            nar_hash: info.nar_hash,
             nar_size: info.nar_size,
             references: info.references.clone(),
             deriver: info.deriver.clone(),

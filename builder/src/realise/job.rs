@@ -605,7 +605,7 @@ fn finish_fixed(
             Some(drv),
             Some(&ContentAddress::Fixed {
                 method: *method,
-                hash: hash.clone(),
+                hash: *hash,
             }),
         )?;
         ctx.store.add_derivation_output(drv, &out.name, path)?;
