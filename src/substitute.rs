@@ -9,7 +9,8 @@
 //! warning naming it, and not asked again in this run. When a cache had the outputs
 //! but delivering them failed (a NAR that does not match, a missing file), the next
 //! cache is tried; when none is left, the derivation is built with `--fallback`, and
-//! is an error naming the cache without it. `--offline` turns substitution off.
+//! is an error naming the cache without it. `--offline` turns substitution off. HTTP
+//! caches use the `connect-timeout` and `stalled-download-timeout` settings.
 //!
 //! Must not: register anything `rocmx_cache` did not check, or print anything but
 //! warnings.
@@ -42,12 +43,18 @@ impl std::fmt::Debug for Caches {
 impl Caches {
     /// The caches named in `urls` (white-space separated), trusting `trusted`
     /// (white-space separated public keys).
-    pub fn new(urls: &str, trusted: &str, fallback: bool) -> Result<Caches, String> {
+    pub fn new(
+        urls: &str,
+        trusted: &str,
+        fallback: bool,
+        timeouts: transport::Timeouts,
+    ) -> Result<Caches, String> {
         let trusted =
             TrustedKeys::parse(trusted).map_err(|e| format!("trusted-public-keys: {e}"))?;
         let mut caches = Vec::new();
         for u in urls.split_whitespace() {
-            caches.push(transport::open(u).map_err(|e| format!("substituters: {e}"))?);
+            caches
+                .push(transport::open_with(u, timeouts).map_err(|e| format!("substituters: {e}"))?);
         }
         if !caches.is_empty() && trusted.is_empty() {
             eprintln!(

@@ -445,3 +445,200 @@ fn a_cache_that_fails_to_deliver_needs_fallback() {
     assert_eq!(v["built"].as_array().unwrap().len(), 1, "{v}");
     assert_eq!(v["substituted"].as_array().unwrap().len(), 1, "{v}");
 }
+
+/// nginx serving `root` on a free loopback port, stopped when dropped.
+struct Nginx {
+    child: std::process::Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Nginx {
+    fn start(root: &Path) -> Option<Nginx> {
+        let bin = ["/usr/sbin/nginx", "/usr/bin/nginx"]
+            .into_iter()
+            .find(|p| Path::new(p).exists());
+        let Some(bin) = bin else {
+            eprintln!("SKIP: no nginx (install Debian's nginx)");
+            return None;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let p = dir.path().display();
+        let root_user = Command::new("id")
+            .arg("-u")
+            .output()
+            .map(|o| out(&o).trim() == "0");
+        let conf =
+            format!(
+            "{user}master_process off; pid {p}/nginx.pid; error_log {p}/error.log; daemon off;\n\
+             events {{ worker_connections 64; }}\n\
+             http {{ access_log off; client_body_temp_path {p}/b; proxy_temp_path {p}/p;\n\
+               fastcgi_temp_path {p}/f; uwsgi_temp_path {p}/u; scgi_temp_path {p}/s;\n\
+               server {{ listen 127.0.0.1:{port}; root {root}; }} }}\n",
+            user = if root_user.unwrap_or(false) { "user root; " } else { "" },
+            root = root.display(),
+        );
+        fs::write(dir.path().join("nginx.conf"), conf).unwrap();
+        let child = Command::new(bin)
+            .args(["-p"])
+            .arg(dir.path())
+            .arg("-c")
+            .arg(dir.path().join("nginx.conf"))
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        for _ in 0..100 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Some(Nginx {
+                    child,
+                    port,
+                    _dir: dir,
+                });
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        panic!(
+            "nginx did not start: {}",
+            fs::read_to_string(dir.path().join("error.log")).unwrap_or_default()
+        );
+    }
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        // TERM, not KILL: nginx stops cleanly and leaves no process behind.
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn an_http_cache_served_by_nginx_substitutes() {
+    let Some(fx) = Fx::new() else { return };
+    let Some((b, pk)) = fx.filled_cache() else {
+        return;
+    };
+    let cache = fx.p("cache");
+    // nginx, when not running as root, must be able to reach it.
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(fx.dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let Some(ngx) = Nginx::start(&cache) else {
+        return;
+    };
+    let url = format!("http://127.0.0.1:{}", ngx.port);
+    let nix = fx.p("p.nix");
+    let o = fx.run(
+        "s2",
+        &[
+            "build",
+            "-f",
+            nix.to_str().unwrap(),
+            "b",
+            "--no-link",
+            "--json",
+            "--substituters",
+            &url,
+            "--option",
+            "trusted-public-keys",
+            &pk,
+        ],
+    );
+    assert!(o.status.success(), "{}", err(&o));
+    let v: serde_json::Value = serde_json::from_str(out(&o).trim()).unwrap();
+    assert_eq!(v["built"], serde_json::json!([]), "{v}");
+    assert_eq!(v["outputs"][0]["outputs"]["out"], serde_json::json!(b));
+    // copy --from over HTTP too.
+    let o = fx.run(
+        "s3",
+        &[
+            "copy",
+            "--from",
+            &url,
+            &b,
+            "--option",
+            "trusted-public-keys",
+            &pk,
+        ],
+    );
+    assert!(o.status.success(), "{}", err(&o));
+}
+
+/// A loopback server that answers every request with `status`, or never answers.
+fn broken_server(status: Option<u16>) -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            match status {
+                Some(code) => {
+                    use std::io::{Read, Write};
+                    let mut buf = [0u8; 4096];
+                    let _ = s.read(&mut buf);
+                    let _ = write!(
+                        s,
+                        "HTTP/1.1 {code} Oops\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                    );
+                }
+                None => held.push(s),
+            }
+        }
+    });
+    port
+}
+
+#[test]
+fn a_cache_that_errors_or_never_answers_is_skipped() {
+    let Some(fx) = Fx::new() else { return };
+    let Some((_b, pk)) = fx.filled_cache() else {
+        return;
+    };
+    let nix = fx.p("p.nix");
+    for (i, status) in [Some(500), None].into_iter().enumerate() {
+        let port = broken_server(status);
+        let urls = format!("http://127.0.0.1:{port} file://{}", fx.p("cache").display());
+        let o = fx.run(
+            &format!("e{i}"),
+            &[
+                "build",
+                "-f",
+                nix.to_str().unwrap(),
+                "b",
+                "--no-link",
+                "--json",
+                "--substituters",
+                &urls,
+                "--option",
+                "trusted-public-keys",
+                &pk,
+                "--option",
+                "stalled-download-timeout",
+                "1",
+            ],
+        );
+        assert!(o.status.success(), "{}", err(&o));
+        let e = err(&o);
+        let needle = if status.is_some() {
+            "answered 500"
+        } else {
+            "timed out"
+        };
+        assert!(
+            e.contains(needle) && e.contains(&format!("127.0.0.1:{port}")),
+            "{e}"
+        );
+        // The next cache served everything.
+        let v: serde_json::Value = serde_json::from_str(out(&o).trim()).unwrap();
+        assert_eq!(v["built"], serde_json::json!([]), "{v}");
+    }
+}

@@ -44,6 +44,13 @@ pub enum CacheError {
         file: String,
         source: std::io::Error,
     },
+    /// An HTTP cache failed a request (an error status, a timeout, no connection).
+    #[error("cache '{cache}': '{file}': {why}")]
+    Http {
+        cache: String,
+        file: String,
+        why: String,
+    },
     /// The cache served something malformed or inconsistent.
     #[error("{0}")]
     Protocol(String),

@@ -466,6 +466,10 @@ fn options(args: &BuildArgs) -> Result<BuildOptions, Fail> {
             urls,
             cfg.value("trusted-public-keys").unwrap_or(""),
             args.fallback,
+            rocmx_cache::transport::Timeouts {
+                connect: opts.fetch_limits.connect_timeout,
+                read: opts.fetch_limits.stall_timeout,
+            },
         )
         .map_err(Fail::Msg)?;
         if !caches.is_empty() {

@@ -1,77 +1,16 @@
-//! Where a cache's files are: reading and writing them by their path inside the cache.
+//! A cache in a local directory (`file:///DIR`).
 //!
-//! Owns: the cache URL forms and the file operations on them. Today `file:///DIR` (a
-//! directory, read and written); writes are atomic (a temporary file in the same
+//! Owns: reading and writing its files. Writes are atomic (a temporary file in the same
 //! directory, made durable, then renamed), so a reader never sees half a file and an
-//! interrupted push leaves only temporary files that the next push ignores.
-//!
-//! Must not: interpret what it reads (the formats are [`crate::narinfo`]'s and the
-//! others'), or follow a path outside the cache: every path is relative, checked
-//! component by component.
+//! interrupted push leaves only temporary files (`.tmp-*`) that the next push ignores.
+//! Must not: follow a path outside the directory (every path is checked first).
 
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
+use super::{check_rel, Transport};
 use crate::CacheError;
-
-/// A cache's files.
-pub trait Transport: Send + Sync {
-    /// The URL it was opened with (for messages).
-    fn url(&self) -> &str;
-    /// A small file's bytes (at most `limit`), `None` if it does not exist.
-    fn get(&self, rel: &str, limit: u64) -> Result<Option<Vec<u8>>, CacheError>;
-    /// A stream of a (large) file, `None` if it does not exist.
-    fn open(&self, rel: &str) -> Result<Option<Box<dyn Read + Send>>, CacheError>;
-    /// Whether a file exists.
-    fn exists(&self, rel: &str) -> Result<bool, CacheError>;
-    /// Writes `bytes` as `rel`, atomically.
-    fn put(&self, rel: &str, bytes: &[u8]) -> Result<(), CacheError>;
-    /// Moves or copies the local file `src` to `rel`, atomically.
-    fn put_file(&self, rel: &str, src: &Path) -> Result<(), CacheError>;
-    /// A directory for temporary files that [`Transport::put_file`] can move from
-    /// cheaply (inside the cache for a local one).
-    fn scratch_dir(&self) -> Option<PathBuf>;
-}
-
-/// Opens a cache URL: `file:///DIR` (DIR is created on the first write).
-pub fn open(url: &str) -> Result<Box<dyn Transport>, CacheError> {
-    let bad = |why: &str| CacheError::Url {
-        url: url.to_string(),
-        why: why.to_string(),
-    };
-    if let Some(rest) = url.strip_prefix("file://") {
-        let dir = rest.split(['?', '#']).next().unwrap_or("");
-        if !dir.starts_with('/') {
-            return Err(bad(
-                "a file:// URL needs an absolute path (file:///srv/cache)",
-            ));
-        }
-        return Ok(Box::new(FileCache {
-            url: url.to_string(),
-            root: PathBuf::from(dir),
-        }));
-    }
-    if url.starts_with("http://") || url.starts_with("https://") {
-        return Err(bad("HTTP caches are not supported yet (use file:///DIR)"));
-    }
-    Err(bad("unknown kind of cache (file:///DIR)"))
-}
-
-/// Checks that `rel` is a plain relative path: no empty, `.` or `..` components.
-fn check_rel(rel: &str) -> Result<(), CacheError> {
-    if rel.is_empty()
-        || rel.starts_with('/')
-        || rel
-            .split('/')
-            .any(|c| c.is_empty() || c == "." || c == "..")
-    {
-        return Err(CacheError::Protocol(format!(
-            "'{rel}' is not a path inside the cache"
-        )));
-    }
-    Ok(())
-}
 
 /// A cache in a local directory.
 pub struct FileCache {
@@ -80,6 +19,14 @@ pub struct FileCache {
 }
 
 impl FileCache {
+    /// The cache at `root`, opened as `url`.
+    pub fn new(url: &str, root: PathBuf) -> FileCache {
+        FileCache {
+            url: url.to_string(),
+            root,
+        }
+    }
+
     fn path(&self, rel: &str) -> Result<PathBuf, CacheError> {
         check_rel(rel)?;
         Ok(self.root.join(rel))
@@ -193,33 +140,4 @@ impl Transport for FileCache {
 fn set_readable(p: &Path) {
     use std::os::unix::fs::PermissionsExt;
     let _ = fs::set_permissions(p, fs::Permissions::from_mode(0o644));
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn file_cache_round_trip_and_refuses_escapes() {
-        let d = tempfile::tempdir().unwrap();
-        let url = format!("file://{}/c", d.path().display());
-        let c = open(&url).unwrap();
-        assert_eq!(c.get("x.narinfo", 10).unwrap(), None);
-        c.put("realisations/a!out.json", b"{}").unwrap();
-        assert_eq!(
-            c.get("realisations/a!out.json", 10).unwrap().unwrap(),
-            b"{}"
-        );
-        assert!(c.exists("realisations/a!out.json").unwrap());
-        let e = c.get("realisations/a!out.json", 1).unwrap_err().to_string();
-        assert!(e.contains("larger than 1 bytes"), "{e}");
-        for bad in ["../x", "/etc/passwd", "a//b", "nar/../../x", ""] {
-            assert!(c.get(bad, 10).is_err(), "{bad}");
-            assert!(c.put(bad, b"x").is_err(), "{bad}");
-        }
-        assert!(!d.path().join("x").exists());
-        for bad in ["file://relative/dir", "ftp://x", "s3://bucket"] {
-            assert!(open(bad).is_err(), "{bad}");
-        }
-    }
 }
