@@ -642,3 +642,31 @@ fn a_cache_that_errors_or_never_answers_is_skipped() {
         assert_eq!(v["built"], serde_json::json!([]), "{v}");
     }
 }
+
+#[test]
+fn a_realisation_signed_by_an_untrusted_key_is_not_used() {
+    let Some(fx) = Fx::new() else { return };
+    let Some((_b, pk)) = fx.filled_cache() else {
+        return;
+    };
+    let c = fx.p("forged");
+    copy_dir(&fx.p("cache"), &c);
+    let other = SecretKey::generate("k-1").unwrap();
+    for e in fs::read_dir(c.join("realisations")).unwrap() {
+        let f = e.unwrap().path();
+        let mut r =
+            rocmx_cache::realisation::Realisation::parse(&fs::read_to_string(&f).unwrap()).unwrap();
+        r.signatures.clear();
+        r.sign(&other);
+        fs::write(&f, r.to_text()).unwrap();
+    }
+    let (o, v) = build_json(&fx, "s2", &c, &pk, &[]);
+    assert!(o.status.success(), "{}", err(&o));
+    let e = err(&o);
+    assert!(
+        e.contains("the realisation") && e.contains("is not signed by a trusted key"),
+        "{e}"
+    );
+    assert_eq!(v["built"].as_array().unwrap().len(), 2, "{v}");
+    assert_eq!(v["substituted"], serde_json::json!([]), "{v}");
+}
