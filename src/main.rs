@@ -72,6 +72,8 @@ enum Command {
     Copy(cmd::copy::CopyArgs),
     /// Signing keys for binary caches: `generate NAME --secret-key-file PATH`.
     Key(cmd::key::KeyArgs),
+    /// Serve the local store as a binary cache over HTTP (read-only).
+    Serve(cmd::serve::ServeArgs),
 }
 
 /// Stack for the thread that does the work. Evaluation grows its own stack on
@@ -102,6 +104,7 @@ fn main() {
                 Command::Debian(args) => cmd::debian::run(args),
                 Command::Copy(args) => cmd::copy::run(args, &store),
                 Command::Key(args) => cmd::key::run(args),
+                Command::Serve(args) => cmd::serve::run(args, &store),
             }
         });
     let code = match worker.map(|h| h.join()) {

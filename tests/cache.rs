@@ -670,3 +670,78 @@ fn a_realisation_signed_by_an_untrusted_key_is_not_used() {
     assert_eq!(v["built"].as_array().unwrap().len(), 2, "{v}");
     assert_eq!(v["substituted"], serde_json::json!([]), "{v}");
 }
+
+#[test]
+fn rocmx_serve_serves_the_store_and_stops_on_sigterm() {
+    let Some(fx) = Fx::new() else { return };
+    let Some((b, pk)) = fx.filled_cache() else {
+        return;
+    };
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let sk = fx.p("k.secret");
+    let mut child = Command::new(BIN)
+        .arg("--store")
+        .arg(fx.p("s1"))
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .args(["--option", "secret-key-files", sk.to_str().unwrap()])
+        .env("ROCMX_CONFIG", "")
+        .env("XDG_CONFIG_HOME", fx.p("noconfig"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let (o, v) = {
+        let nix = fx.p("p.nix");
+        let url = format!("http://127.0.0.1:{port}");
+        let o = fx.run(
+            "s2",
+            &[
+                "build",
+                "-f",
+                nix.to_str().unwrap(),
+                "b",
+                "--no-link",
+                "--json",
+                "--substituters",
+                &url,
+                "--option",
+                "trusted-public-keys",
+                &pk,
+            ],
+        );
+        let v: serde_json::Value =
+            serde_json::from_str(out(&o).trim()).unwrap_or(serde_json::Value::Null);
+        (o, v)
+    };
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let status = child.wait().unwrap();
+    let mut log = String::new();
+    use std::io::Read;
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut log)
+        .unwrap();
+    assert!(o.status.success(), "{}\nserver: {log}", err(&o));
+    assert_eq!(v["built"], serde_json::json!([]), "{v}\nserver: {log}");
+    assert_eq!(v["outputs"][0]["outputs"]["out"], serde_json::json!(b));
+    assert!(status.success(), "serve exited {status}: {log}");
+    assert!(
+        log.contains("GET /realisations/") && log.contains(" 200 "),
+        "{log}"
+    );
+    assert!(log.trim_end().ends_with("stopped"), "{log}");
+}

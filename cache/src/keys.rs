@@ -268,7 +268,7 @@ mod tests {
         assert_eq!(trusted.check(fp, &[b.sign(fp)]), Some("b"));
         // a's signature relabelled as b's.
         let forged = format!("b:{}", a.sign(fp).split_once(':').unwrap().1);
-        assert_eq!(trusted.check(fp, &[forged.clone()]), None);
+        assert_eq!(trusted.check(fp, std::slice::from_ref(&forged)), None);
         let c = SecretKey::generate("c").unwrap();
         assert_eq!(trusted.check(fp, &[c.sign(fp), "junk".into()]), None);
         assert_eq!(trusted.check(fp, &[c.sign(fp), a.sign(fp)]), Some("a"));

@@ -23,9 +23,11 @@
 pub mod info;
 pub mod keys;
 pub mod narinfo;
+pub mod pipe;
 pub mod pull;
 pub mod push;
 pub mod realisation;
+pub mod serve;
 pub mod transport;
 
 use rocmx_store::{StoreError, StorePath};

@@ -187,7 +187,7 @@ pub fn fetch_one(
         })?),
     };
     // Downloading and decompressing run on their own thread, ahead of the restore.
-    let reader = ReadAhead::spawn(decoded);
+    let reader = crate::pipe::read_ahead(decoded);
     let claim = ImportClaim {
         path: p,
         nar_hash: &ni.nar_hash,
@@ -200,87 +200,6 @@ pub fn fetch_one(
     store
         .import_nar(&claim, reader)
         .map_err(|e| CacheError::Protocol(format!("cache '{}': {e}", cache.url())))
-}
-
-/// Bytes per chunk handed from the reading thread.
-const CHUNK: usize = 1 << 20;
-/// Chunks the reading thread may be ahead.
-const AHEAD: usize = 32;
-
-/// A reader fed by a thread that reads `inner` ahead (bounded to [`AHEAD`] chunks).
-/// Dropping it stops the thread at its next chunk.
-struct ReadAhead {
-    rx: std::sync::mpsc::Receiver<std::io::Result<Vec<u8>>>,
-    cur: Vec<u8>,
-    pos: usize,
-    done: bool,
-}
-
-impl ReadAhead {
-    fn spawn(mut inner: Box<dyn Read + Send>) -> ReadAhead {
-        let (tx, rx) = std::sync::mpsc::sync_channel(AHEAD);
-        std::thread::spawn(move || loop {
-            let mut buf = vec![0u8; CHUNK];
-            let mut n = 0;
-            let r = loop {
-                match inner.read(&mut buf[n..]) {
-                    Ok(0) => break Ok(()),
-                    Ok(k) => {
-                        n += k;
-                        if n == buf.len() {
-                            break Ok(());
-                        }
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(e) => break Err(e),
-                }
-            };
-            buf.truncate(n);
-            let last = n == 0 || r.is_err();
-            let msg = match r {
-                Ok(()) => Ok(buf),
-                Err(e) => Err(e),
-            };
-            if tx.send(msg).is_err() || last {
-                return;
-            }
-        });
-        ReadAhead {
-            rx,
-            cur: Vec::new(),
-            pos: 0,
-            done: false,
-        }
-    }
-}
-
-impl Read for ReadAhead {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        while self.pos == self.cur.len() {
-            if self.done || buf.is_empty() {
-                return Ok(0);
-            }
-            match self.rx.recv() {
-                Ok(Ok(c)) if c.is_empty() => self.done = true,
-                Ok(Ok(c)) => {
-                    self.cur = c;
-                    self.pos = 0;
-                }
-                Ok(Err(e)) => {
-                    self.done = true;
-                    return Err(e);
-                }
-                Err(_) => {
-                    self.done = true;
-                    return Err(std::io::Error::other("the reading thread stopped"));
-                }
-            }
-        }
-        let n = buf.len().min(self.cur.len() - self.pos);
-        buf[..n].copy_from_slice(&self.cur[self.pos..self.pos + n]);
-        self.pos += n;
-        Ok(n)
-    }
 }
 
 /// Fetches the closures of `paths` from `cache` into `store`.

@@ -354,6 +354,27 @@ pub fn referrers_of(
 }
 
 /// Every valid path with its NAR hash and size, in path order.
+/// The valid path whose hash part is `hash` (32 nix32 characters), if any.
+pub fn path_from_hash_part(
+    conn: &Connection,
+    db: &Path,
+    hash: &str,
+) -> Result<Option<StorePath>, StoreError> {
+    // A range on the indexed column: `/rocmx/store/<hash>-` up to `…<hash>.` (the
+    // character after `-`).
+    let lo = format!("{}/{hash}-", crate::path::STORE_DIR);
+    let hi = format!("{}/{hash}.", crate::path::STORE_DIR);
+    let row: Option<String> = conn
+        .query_row(
+            "SELECT path FROM valid_paths WHERE path >= ?1 AND path < ?2 LIMIT 1",
+            [&lo, &hi],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(err(db, "looking up a hash part"))?;
+    row.map(|p| parse_path("path", &p)).transpose()
+}
+
 pub fn all_valid(conn: &Connection, db: &Path) -> Result<Vec<(StorePath, Hash, u64)>, StoreError> {
     let mut stmt = conn
         .prepare_cached("SELECT path, nar_hash, nar_size FROM valid_paths")

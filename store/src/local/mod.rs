@@ -327,6 +327,19 @@ impl LocalStore {
         })
     }
 
+    /// The valid path with hash part `hash` (the 32 characters after the store
+    /// directory), if any; `None` too for text that is no hash part.
+    pub fn path_from_hash_part(&self, hash: &str) -> Result<Option<StorePath>, StoreError> {
+        if hash.len() != crate::path::HASH_PART_LEN
+            || !hash
+                .bytes()
+                .all(|b| crate::nixbase32::ALPHABET.contains(&b))
+        {
+            return Ok(None);
+        }
+        self.with_db(|c, d| db::path_from_hash_part(c, d, hash))
+    }
+
     /// Every valid path, in order.
     pub fn all_valid(&self) -> Result<Vec<StorePath>, StoreError> {
         self.with_db(|c, d| {
