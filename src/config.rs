@@ -164,6 +164,25 @@ impl Config {
             .map(|(_, v, _)| v.as_str())
     }
 
+    /// The keys of the files `secret-key-files` names (white-space separated); an
+    /// unreadable or malformed file is an error naming it.
+    pub fn secret_keys(&self) -> Result<Vec<rocmx_cache::keys::SecretKey>, String> {
+        let mut out = Vec::new();
+        for f in self
+            .value("secret-key-files")
+            .unwrap_or("")
+            .split_whitespace()
+        {
+            let text = std::fs::read_to_string(f)
+                .map_err(|e| format!("reading the secret key file '{f}': {e}"))?;
+            out.push(
+                rocmx_cache::keys::SecretKey::parse(&text)
+                    .map_err(|e| format!("the secret key file '{f}': {e}"))?,
+            );
+        }
+        Ok(out)
+    }
+
     /// Applies the settings, in order, to `opts`.
     pub fn apply(&self, opts: &mut BuildOptions) -> Result<(), String> {
         opts.mirrors = self.mirrors.clone();

@@ -349,8 +349,19 @@ fn build_json(
     pk: &str,
     extra: &[&str],
 ) -> (Output, serde_json::Value) {
+    build_from(fx, s, &format!("file://{}", cache.display()), pk, extra)
+}
+
+/// `rocmx build --json` of `b` in store `s` with `--substituters urls`; the output and
+/// the parsed result (null when it is not JSON).
+fn build_from(
+    fx: &Fx,
+    s: &str,
+    url: &str,
+    pk: &str,
+    extra: &[&str],
+) -> (Output, serde_json::Value) {
     let nix = fx.p("p.nix");
-    let url = format!("file://{}", cache.display());
     let mut args = vec![
         "build",
         "-f",
@@ -359,7 +370,7 @@ fn build_json(
         "--no-link",
         "--json",
         "--substituters",
-        &url,
+        url,
         "--option",
         "trusted-public-keys",
         pk,
@@ -504,6 +515,9 @@ impl Nginx {
             }
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
+        let mut child = child;
+        let _ = child.kill();
+        let _ = child.wait();
         panic!(
             "nginx did not start: {}",
             fs::read_to_string(dir.path().join("error.log")).unwrap_or_default()
@@ -535,25 +549,8 @@ fn an_http_cache_served_by_nginx_substitutes() {
         return;
     };
     let url = format!("http://127.0.0.1:{}", ngx.port);
-    let nix = fx.p("p.nix");
-    let o = fx.run(
-        "s2",
-        &[
-            "build",
-            "-f",
-            nix.to_str().unwrap(),
-            "b",
-            "--no-link",
-            "--json",
-            "--substituters",
-            &url,
-            "--option",
-            "trusted-public-keys",
-            &pk,
-        ],
-    );
+    let (o, v) = build_from(&fx, "s2", &url, &pk, &[]);
     assert!(o.status.success(), "{}", err(&o));
-    let v: serde_json::Value = serde_json::from_str(out(&o).trim()).unwrap();
     assert_eq!(v["built"], serde_json::json!([]), "{v}");
     assert_eq!(v["outputs"][0]["outputs"]["out"], serde_json::json!(b));
     // copy --from over HTTP too.
@@ -603,28 +600,15 @@ fn a_cache_that_errors_or_never_answers_is_skipped() {
     let Some((_b, pk)) = fx.filled_cache() else {
         return;
     };
-    let nix = fx.p("p.nix");
     for (i, status) in [Some(500), None].into_iter().enumerate() {
         let port = broken_server(status);
         let urls = format!("http://127.0.0.1:{port} file://{}", fx.p("cache").display());
-        let o = fx.run(
+        let (o, v) = build_from(
+            &fx,
             &format!("e{i}"),
-            &[
-                "build",
-                "-f",
-                nix.to_str().unwrap(),
-                "b",
-                "--no-link",
-                "--json",
-                "--substituters",
-                &urls,
-                "--option",
-                "trusted-public-keys",
-                &pk,
-                "--option",
-                "stalled-download-timeout",
-                "1",
-            ],
+            &urls,
+            &pk,
+            &["--option", "stalled-download-timeout", "1"],
         );
         assert!(o.status.success(), "{}", err(&o));
         let e = err(&o);
@@ -638,7 +622,6 @@ fn a_cache_that_errors_or_never_answers_is_skipped() {
             "{e}"
         );
         // The next cache served everything.
-        let v: serde_json::Value = serde_json::from_str(out(&o).trim()).unwrap();
         assert_eq!(v["built"], serde_json::json!([]), "{v}");
     }
 }
@@ -700,29 +683,7 @@ fn rocmx_serve_serves_the_store_and_stops_on_sigterm() {
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    let (o, v) = {
-        let nix = fx.p("p.nix");
-        let url = format!("http://127.0.0.1:{port}");
-        let o = fx.run(
-            "s2",
-            &[
-                "build",
-                "-f",
-                nix.to_str().unwrap(),
-                "b",
-                "--no-link",
-                "--json",
-                "--substituters",
-                &url,
-                "--option",
-                "trusted-public-keys",
-                &pk,
-            ],
-        );
-        let v: serde_json::Value =
-            serde_json::from_str(out(&o).trim()).unwrap_or(serde_json::Value::Null);
-        (o, v)
-    };
+    let (o, v) = build_from(&fx, "s2", &format!("http://127.0.0.1:{port}"), &pk, &[]);
     let _ = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status();

@@ -39,7 +39,7 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-use rocmx_store::{Encoding, Hash, HashAlgo, StorePath};
+use rocmx_store::{Encoding, Hash, HashAlgo, PathInfo, StorePath};
 
 use crate::keys::{SecretKey, TrustedKeys};
 
@@ -117,6 +117,24 @@ fn blake3(line: usize, key: &str, v: &str) -> Result<Hash, NarInfoError> {
 }
 
 impl NarInfo {
+    /// The narinfo of a valid path from what the store records about it (its
+    /// signatures included), its NAR at `url`; no file hash or size.
+    pub fn of_path(info: PathInfo, url: String, compression: Compression) -> NarInfo {
+        NarInfo {
+            store_path: info.path,
+            url,
+            compression,
+            file_hash: None,
+            file_size: None,
+            nar_hash: info.nar_hash,
+            nar_size: info.nar_size,
+            references: info.references,
+            deriver: info.deriver,
+            ca: info.ca,
+            signatures: info.signatures,
+        }
+    }
+
     /// Parses narinfo text.
     pub fn parse(text: &str) -> Result<NarInfo, NarInfoError> {
         let mut store_path = None;

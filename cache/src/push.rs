@@ -10,7 +10,7 @@
 
 use std::io::{self, BufWriter, Write};
 
-use rocmx_store::{nar, Encoding, Hash, HashAlgo, Hasher, LocalStore, StorePath};
+use rocmx_store::{nar, Encoding, Hash, HashAlgo, HashingWriter, LocalStore, StorePath};
 
 use crate::info::CacheInfo;
 use crate::keys::SecretKey;
@@ -54,25 +54,6 @@ pub struct PushReport {
     pub file_bytes: u64,
 }
 
-/// A writer that hashes and counts what passes through.
-struct Counting<W> {
-    inner: W,
-    hasher: Hasher,
-    count: u64,
-}
-
-impl<W: Write> Write for Counting<W> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.hasher.update(&buf[..n]);
-        self.count += n as u64;
-        Ok(n)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        self.inner.flush()
-    }
-}
-
 fn threads(n: u32) -> u32 {
     if n > 0 {
         return n;
@@ -105,16 +86,15 @@ fn compress(
         None => tempfile::NamedTempFile::new(),
     }
     .map_err(io_err("creating a temporary file for the NAR of"))?;
-    let out = Counting {
-        inner: BufWriter::with_capacity(
+    let out = HashingWriter::new(
+        BufWriter::with_capacity(
             1 << 20,
             tmp.as_file()
                 .try_clone()
                 .map_err(io_err("writing the NAR of"))?,
         ),
-        hasher: Hasher::new(HashAlgo::Blake3),
-        count: 0,
-    };
+        HashAlgo::Blake3,
+    );
     let mut z = zstd::stream::write::Encoder::new(out, opts.level)
         .map_err(io_err("compressing the NAR of"))?;
     let t = threads(opts.threads);
@@ -129,8 +109,8 @@ fn compress(
     })?;
     let mut out = z.finish().map_err(io_err("compressing the NAR of"))?;
     out.flush().map_err(io_err("writing the NAR of"))?;
-    let Counting { hasher, count, .. } = out;
-    Ok((tmp, hasher.finish(), count, nar_size))
+    let (_, file_hash, file_size) = out.finish();
+    Ok((tmp, file_hash, file_size, nar_size))
 }
 
 /// Pushes the closures of `paths` and their realisations to `cache`.
@@ -149,12 +129,10 @@ pub fn push(
         )?;
     }
     let closure = store.closure(paths)?;
-    let mut with_realisations: Vec<StorePath> = Vec::new();
     for p in &closure {
         let info = store
             .path_info(p)?
             .ok_or_else(|| CacheError::Protocol(format!("{p} is not valid in the local store")))?;
-        with_realisations.push(p.clone());
         let narinfo_name = format!("{}.narinfo", p.hash_part());
         if cache.exists(&narinfo_name)? {
             report.present += 1;
@@ -181,19 +159,9 @@ pub fn push(
         let moved = cache.put_file(&url, &tmp_path);
         let _ = std::fs::remove_file(&tmp_path);
         moved?;
-        let mut ni = NarInfo {
-            store_path: p.clone(),
-            url,
-            compression: Compression::Zstd,
-            file_hash: Some(file_hash),
-            file_size: Some(file_size),
-            nar_hash: info.nar_hash,
-            nar_size: info.nar_size,
-            references: info.references.clone(),
-            deriver: info.deriver.clone(),
-            ca: info.ca.clone(),
-            signatures: info.signatures.clone(),
-        };
+        let mut ni = NarInfo::of_path(info, url, Compression::Zstd);
+        ni.file_hash = Some(file_hash);
+        ni.file_size = Some(file_size);
         for k in &opts.keys {
             ni.sign(k);
         }
@@ -203,7 +171,7 @@ pub fn push(
         progress(p, nar_size);
         report.pushed.push(p.clone());
     }
-    for p in &with_realisations {
+    for p in &closure {
         for (drv_hash, output, sigs) in store.realisations_of(p)? {
             let mut r = Realisation {
                 drv_hash,

@@ -53,19 +53,7 @@ pub fn answer(store: &LocalStore, keys: &[SecretKey], path: &str) -> Result<Answ
         let Some(info) = store.path_info(&p).map_err(|e| e.to_string())? else {
             return Ok(Answer::NotFound);
         };
-        let mut ni = NarInfo {
-            store_path: p.clone(),
-            url: format!("nar/{hash}.nar"),
-            compression: Compression::None,
-            file_hash: None,
-            file_size: None,
-            nar_hash: info.nar_hash,
-            nar_size: info.nar_size,
-            references: info.references,
-            deriver: info.deriver,
-            ca: info.ca,
-            signatures: info.signatures,
-        };
+        let mut ni = NarInfo::of_path(info, format!("nar/{hash}.nar"), Compression::None);
         for k in keys {
             ni.sign(k);
         }

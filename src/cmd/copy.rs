@@ -10,7 +10,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use rocmx_cache::keys::{SecretKey, TrustedKeys};
+use rocmx_cache::keys::TrustedKeys;
 use rocmx_cache::{pull, push, transport};
 use rocmx_store::StorePath;
 
@@ -40,23 +40,6 @@ pub struct CopyArgs {
     option: Vec<String>,
 }
 
-fn keys(cfg: &crate::config::Config) -> Result<Vec<SecretKey>, Fail> {
-    let mut out = Vec::new();
-    for f in cfg
-        .value("secret-key-files")
-        .unwrap_or("")
-        .split_whitespace()
-    {
-        let text = std::fs::read_to_string(f)
-            .map_err(|e| Fail::Msg(format!("reading the secret key file '{f}': {e}")))?;
-        out.push(
-            SecretKey::parse(&text)
-                .map_err(|e| Fail::Msg(format!("the secret key file '{f}': {e}")))?,
-        );
-    }
-    Ok(out)
-}
-
 pub fn run(a: CopyArgs, s: &StoreOpt) -> i32 {
     exit_code(copy(a, s))
 }
@@ -75,7 +58,7 @@ fn copy(a: CopyArgs, s: &StoreOpt) -> Result<(), Fail> {
             paths.push(sp);
         }
         let opts = push::PushOptions {
-            keys: keys(&cfg)?,
+            keys: cfg.secret_keys().map_err(Fail::Msg)?,
             ..push::PushOptions::default()
         };
         if opts.keys.is_empty() {

@@ -44,19 +44,7 @@ pub fn run(a: ServeArgs, s: &StoreOpt) -> i32 {
 fn serve(a: ServeArgs, s: &StoreOpt) -> Result<(), Fail> {
     let mut cfg = crate::config::read().map_err(Fail::Msg)?;
     cfg.add_options(&a.option).map_err(Fail::Msg)?;
-    let mut keys = Vec::new();
-    for f in cfg
-        .value("secret-key-files")
-        .unwrap_or("")
-        .split_whitespace()
-    {
-        let text = std::fs::read_to_string(f)
-            .map_err(|e| Fail::Msg(format!("reading the secret key file '{f}': {e}")))?;
-        keys.push(
-            SecretKey::parse(&text)
-                .map_err(|e| Fail::Msg(format!("the secret key file '{f}': {e}")))?,
-        );
-    }
+    let keys = cfg.secret_keys().map_err(Fail::Msg)?;
     let store = Arc::new(open_store(s)?);
     let server = Arc::new(tiny_http::Server::http(&a.listen).map_err(|e| {
         Fail::Msg(format!(
