@@ -2,26 +2,31 @@
 //! [`Substituter`].
 //!
 //! Owns: the policy. Caches are asked in the order of `substituters` (or
-//! `--substituters`); a floating output is found through its realisation
+//! `--substituters`), the queries of one wave of the realiser concurrently (up to
+//! [`par::DEFAULT_JOBS`] in flight), as are the narinfos of a fetch, level by level,
+//! and the downloads (each after the paths it refers to); a floating output is found through its realisation
 //! (`realisations/<resolved drv hash>!<output>.json`), a fixed one through its path's
 //! narinfo; a cache must have every output of the derivation. A cache that cannot be
 //! asked (unreachable, an error, a malformed or untrusted answer) is skipped with a
 //! warning naming it, and not asked again in this run. When a cache had the outputs
-//! but delivering them failed (a NAR that does not match, a missing file), the next
-//! cache is tried; when none is left, the derivation is built with `--fallback`, and
-//! is an error naming the cache without it. `--offline` turns substitution off. HTTP
+//! but delivering a path failed (a NAR that does not match, a missing file), the next
+//! cache that has the path is tried; when none is left, the realiser builds the
+//! derivation with `--fallback` ([`Substituter::fall_back`]), and it is an error naming
+//! the cache without it. `--offline` turns substitution off. HTTP
 //! caches use the `connect-timeout` and `stalled-download-timeout` settings.
 //!
 //! Must not: register anything `rocmx_cache` did not check, or print anything but
 //! warnings.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
 
-use rocmx_builder::realise::Substituter;
+use rocmx_builder::events::{Event, EventSink};
+use rocmx_builder::realise::{Download, Found, Query, Substituter};
 use rocmx_cache::keys::TrustedKeys;
+use rocmx_cache::narinfo::NarInfo;
 use rocmx_cache::transport::{self, Transport};
-use rocmx_cache::{pull, CacheError};
+use rocmx_cache::{par, pull, CacheError};
 use rocmx_store::{LocalStore, StorePath};
 
 /// The caches of one run.
@@ -29,8 +34,12 @@ pub struct Caches {
     caches: Vec<Box<dyn Transport>>,
     trusted: TrustedKeys,
     fallback: bool,
+    /// Requests in flight at most.
+    jobs: usize,
     /// Caches that failed a query: not asked again.
     disabled: Mutex<BTreeSet<usize>>,
+    /// The narinfos [`Substituter::plan`] found, by path, with the cache that has it.
+    planned: Mutex<HashMap<StorePath, (usize, NarInfo)>>,
 }
 
 impl std::fmt::Debug for Caches {
@@ -65,7 +74,9 @@ impl Caches {
             caches,
             trusted,
             fallback,
+            jobs: par::DEFAULT_JOBS,
             disabled: Mutex::new(BTreeSet::new()),
+            planned: Mutex::new(HashMap::new()),
         })
     }
 
@@ -75,100 +86,221 @@ impl Caches {
     }
 
     fn disable(&self, i: usize, e: &CacheError) {
-        eprintln!(
-            "warning: {e}; not asking '{}' again in this run",
-            self.caches[i].url()
-        );
-        if let Ok(mut d) = self.disabled.lock() {
-            d.insert(i);
+        let mut d = self.disabled.lock().unwrap_or_else(|e| e.into_inner());
+        // Concurrent queries may fail together: one warning per cache.
+        if d.insert(i) {
+            eprintln!(
+                "warning: {e}; not asking '{}' again in this run",
+                self.caches[i].url()
+            );
         }
     }
 
-    /// The paths cache `i` has for `outputs`, with realisation signatures; `None` if it
-    /// lacks one.
-    #[allow(clippy::type_complexity)]
-    fn query(
-        &self,
-        cache: &dyn Transport,
-        key: &str,
-        outputs: &[(String, Option<StorePath>)],
-    ) -> Result<Option<BTreeMap<String, (StorePath, Vec<String>)>>, CacheError> {
-        let mut found = BTreeMap::new();
-        for (o, fixed) in outputs {
-            match fixed {
-                Some(p) => {
+    /// The caches not disabled, in order.
+    fn enabled(&self) -> Vec<(usize, &dyn Transport)> {
+        let d = self.disabled.lock().unwrap_or_else(|e| e.into_inner());
+        self.caches
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !d.contains(i))
+            .map(|(i, c)| (i, c.as_ref()))
+            .collect()
+    }
+
+    /// Where `cache` has every output of `q`; `None` if it lacks one.
+    fn query_cache(&self, cache: &dyn Transport, q: &Query) -> Result<Option<Found>, CacheError> {
+        let mut found = Found {
+            outputs: BTreeMap::new(),
+            signatures: BTreeMap::new(),
+            source: cache.url().to_string(),
+        };
+        for (o, fixed) in &q.outputs {
+            match (fixed, &q.key) {
+                (Some(p), _) => {
                     if pull::narinfo(cache, p, &self.trusted)?.is_none() {
                         return Ok(None);
                     }
-                    found.insert(o.clone(), (p.clone(), Vec::new()));
+                    found.outputs.insert(o.clone(), p.clone());
                 }
-                None => match pull::realisation(cache, key, o, &self.trusted)? {
+                (None, Some(key)) => match pull::realisation(cache, key, o, &self.trusted)? {
                     Some(r) => {
-                        found.insert(o.clone(), (r.out_path, r.signatures));
+                        found.outputs.insert(o.clone(), r.out_path);
+                        found.signatures.insert(o.clone(), r.signatures);
                     }
                     None => return Ok(None),
                 },
+                (None, None) => return Ok(None),
             }
         }
         Ok(Some(found))
     }
-}
 
-impl Substituter for Caches {
-    fn substitute(
+    /// The first cache, in order, with every output of `q`.
+    fn query_one(&self, q: &Query) -> Option<Found> {
+        for (i, cache) in self.enabled() {
+            match self.query_cache(cache, q) {
+                Ok(Some(f)) => return Some(f),
+                Ok(None) => {}
+                Err(e) => self.disable(i, &e),
+            }
+        }
+        None
+    }
+
+    /// The first cache, in order, with a trusted narinfo of `p`, skipping `except`.
+    fn narinfo_any(
         &self,
-        store: &LocalStore,
-        _drv: &StorePath,
-        key: &str,
-        outputs: &[(String, Option<StorePath>)],
-    ) -> Result<Option<BTreeMap<String, StorePath>>, String> {
-        let mut failed: Vec<String> = Vec::new();
-        for (i, cache) in self.caches.iter().enumerate() {
-            if self
-                .disabled
-                .lock()
-                .map(|d| d.contains(&i))
-                .unwrap_or(false)
-            {
+        p: &StorePath,
+        except: Option<usize>,
+    ) -> Result<(usize, NarInfo), CacheError> {
+        for (i, cache) in self.enabled() {
+            if Some(i) == except {
                 continue;
             }
-            let found = match self.query(cache.as_ref(), key, outputs) {
-                Ok(Some(f)) => f,
-                Ok(None) => continue,
-                Err(e) => {
-                    self.disable(i, &e);
-                    continue;
-                }
-            };
-            let paths: Vec<StorePath> = found.values().map(|(p, _)| p.clone()).collect();
-            match pull::pull(store, cache.as_ref(), &paths, &self.trusted, |_, _| {}) {
+            match pull::narinfo(cache, p, &self.trusted) {
+                Ok(Some(ni)) => return Ok((i, ni)),
+                Ok(None) => {}
+                Err(e) => self.disable(i, &e),
+            }
+        }
+        let urls: Vec<&str> = self.caches.iter().map(|c| c.url()).collect();
+        Err(CacheError::Missing {
+            cache: urls.join("', '"),
+            path: p.clone(),
+        })
+    }
+
+    /// Fetches one planned path: from its cache, else from the next that has it.
+    fn fetch_path(
+        &self,
+        store: &LocalStore,
+        first: usize,
+        ni: &NarInfo,
+        events: &dyn EventSink,
+    ) -> Result<(), CacheError> {
+        let p = &ni.store_path;
+        let mut source = (first, ni.clone());
+        let mut tried = BTreeSet::new();
+        loop {
+            let (i, ni) = &source;
+            tried.insert(*i);
+            let cache = self.caches[*i].as_ref();
+            let downloaded = std::cell::Cell::new(0u64);
+            let r = pull::fetch_one(store, cache, ni, &|n| {
+                downloaded.set(downloaded.get() + n);
+                events.event(&Event::Downloaded {
+                    path: p.clone(),
+                    bytes: n,
+                });
+            });
+            match r {
                 Ok(_) => {
-                    let mut out = BTreeMap::new();
-                    for (o, (p, sigs)) in found {
-                        if outputs.iter().any(|(n, f)| *n == o && f.is_none()) {
-                            store
-                                .add_realisation(key, &o, &p, &sigs)
-                                .map_err(|e| e.to_string())?;
-                        }
-                        out.insert(o, p);
-                    }
-                    return Ok(Some(out));
+                    events.event(&Event::Fetched {
+                        path: p.clone(),
+                        source: cache.url().to_string(),
+                        bytes: downloaded.get(),
+                    });
+                    return Ok(());
                 }
                 Err(e) => {
                     eprintln!("warning: {e}");
-                    failed.push(format!("{e}"));
+                    // Another cache that has it, if any.
+                    let next = self
+                        .enabled()
+                        .into_iter()
+                        .filter(|(j, _)| !tried.contains(j))
+                        .find_map(|(j, c)| match pull::narinfo(c, p, &self.trusted) {
+                            Ok(Some(ni)) => Some((j, ni)),
+                            Ok(None) => None,
+                            Err(e) => {
+                                self.disable(j, &e);
+                                None
+                            }
+                        });
+                    match next {
+                        Some(n) => source = n,
+                        None => return Err(e),
+                    }
                 }
             }
         }
-        if failed.is_empty() || self.fallback {
-            if !failed.is_empty() {
-                eprintln!("warning: building instead (--fallback)");
+    }
+}
+
+impl Substituter for Caches {
+    fn query(&self, queries: &[Query]) -> Vec<Option<Found>> {
+        par::map(queries, self.jobs, |q| self.query_one(q))
+    }
+
+    fn plan(&self, store: &LocalStore, paths: &[StorePath]) -> Result<Vec<Download>, String> {
+        let planned = pull::plan_with(store, paths, self.jobs, |p| {
+            let (i, ni) = self.narinfo_any(p, None)?;
+            self.planned
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(p.clone(), (i, ni.clone()));
+            Ok(ni)
+        })
+        .map_err(|e| e.to_string())?;
+        let sources = self.planned.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(planned
+            .into_values()
+            .map(|ni| {
+                let source = sources
+                    .get(&ni.store_path)
+                    .map(|(i, _)| self.caches[*i].url().to_string())
+                    .unwrap_or_default();
+                Download {
+                    path: ni.store_path.clone(),
+                    download_size: ni.file_size,
+                    nar_size: ni.nar_size,
+                    source,
+                }
+            })
+            .collect())
+    }
+
+    fn fetch(
+        &self,
+        store: &LocalStore,
+        downloads: &[Download],
+        events: &dyn EventSink,
+    ) -> Result<(), String> {
+        let mut planned: BTreeMap<StorePath, NarInfo> = BTreeMap::new();
+        let mut first: HashMap<StorePath, usize> = HashMap::new();
+        {
+            let known = self.planned.lock().unwrap_or_else(|e| e.into_inner());
+            for d in downloads {
+                let (i, ni) = match known.get(&d.path) {
+                    Some(x) => x.clone(),
+                    None => self.narinfo_any(&d.path, None).map_err(|e| e.to_string())?,
+                };
+                first.insert(d.path.clone(), i);
+                planned.insert(d.path.clone(), ni);
             }
-            return Ok(None);
         }
-        Err(format!(
-            "{}; pass --fallback to build it instead",
-            failed.join("; ")
-        ))
+        let failures = pull::fetch_planned(&planned, self.jobs, |ni| {
+            self.fetch_path(store, first[&ni.store_path], ni, events)
+        });
+        if failures.is_empty() {
+            return Ok(());
+        }
+        let mut msgs: Vec<String> = Vec::new();
+        for (p, e) in &failures {
+            let m = e.to_string();
+            if m.starts_with("not fetched") {
+                msgs.push(format!("{p}: {m}"));
+            } else {
+                msgs.push(m);
+            }
+        }
+        Err(msgs.join("; "))
+    }
+
+    fn fall_back(&self) -> bool {
+        if self.fallback {
+            eprintln!("warning: building instead (--fallback)");
+        }
+        self.fallback
     }
 }

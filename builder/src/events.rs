@@ -12,7 +12,12 @@
 //! For one run: one [`Event::Planned`], then per derivation either [`Event::Cached`]
 //! (realised without building), or [`Event::Started`], any number of [`Event::Log`]
 //! and [`Event::Phase`], then [`Event::Built`] or [`Event::Failed`]; or
-//! [`Event::Skipped`] when an input failed. [`Event::WaitingForLock`] may come before
+//! [`Event::Skipped`] when an input failed. Fetching from a substituter is one
+//! [`Event::Fetching`], then [`Event::Downloaded`] and one [`Event::Fetched`] per path
+//! (concurrent paths interleave), then [`Event::Cached`] for each derivation they
+//! realise; it happens after [`Event::Planned`] and before the first
+//! [`Event::Started`], and again for a derivation found in a cache once its inputs were
+//! built. [`Event::WaitingForLock`] may come before
 //! [`Event::Cached`], [`Event::Started`] or [`Event::Failed`] when another process was
 //! building the derivation (a derivation whose wait is cut short by the run stopping
 //! gets no further event). Events of concurrent builds interleave.
@@ -95,6 +100,34 @@ pub enum Event {
         /// when the builder failed).
         message: String,
     },
+    /// Outputs are about to be fetched from the substituter (before any build starts,
+    /// or for one derivation whose inputs were just built).
+    Fetching {
+        /// The store paths to download (the outputs and what they refer to).
+        paths: Vec<StorePath>,
+        /// The bytes to download (compressed NARs; NAR size where the cache does not
+        /// say).
+        download: u64,
+        /// The bytes once unpacked (NAR sizes).
+        unpacked: u64,
+    },
+    /// Bytes of a [`Event::Fetching`] download arrived (sent in chunks of about a
+    /// mebibyte per path, and at its end).
+    Downloaded {
+        /// The path being downloaded.
+        path: StorePath,
+        /// Bytes since the last event for it.
+        bytes: u64,
+    },
+    /// A path of a [`Event::Fetching`] was downloaded, checked and registered.
+    Fetched {
+        /// The path.
+        path: StorePath,
+        /// Where it came from (a cache URL).
+        source: String,
+        /// The bytes downloaded.
+        bytes: u64,
+    },
     /// A derivation was not attempted because an input failed.
     Skipped {
         /// The derivation.
@@ -105,10 +138,13 @@ pub enum Event {
 }
 
 impl Event {
-    /// The derivation the event is about (none for [`Event::Planned`]).
+    /// The derivation the event is about (none for [`Event::Planned`] and fetches).
     pub fn drv(&self) -> Option<&StorePath> {
         match self {
-            Event::Planned { .. } => None,
+            Event::Planned { .. }
+            | Event::Fetching { .. }
+            | Event::Downloaded { .. }
+            | Event::Fetched { .. } => None,
             Event::Cached { drv, .. }
             | Event::WaitingForLock { drv, .. }
             | Event::Started { drv, .. }

@@ -616,115 +616,6 @@ fn build(
     Ok(code)
 }
 
-/// What `--dry-run` reports about the closure of the targets.
-struct Plan {
-    /// Derivations that will be built, dependencies first.
-    build: Vec<StorePath>,
-    /// Derivations whose outputs are already valid (nothing to do).
-    valid: Vec<StorePath>,
-    /// Those of `build` that wait for an input to be built: early cutoff may yet
-    /// find them realised once it is.
-    waiting: BTreeSet<StorePath>,
-}
-
-/// The plan without building, computed as the realiser decides: dependencies first, a
-/// derivation whose inputs all have known outputs is resolved and looked up in the
-/// realisations (early cutoff included); a fixed output is done when its path is valid.
-/// A derivation with an input still to be built is listed as to be built (its resolved
-/// form is not known before that input exists, so early cutoff may yet skip it).
-fn plan(store: &LocalStore, targets: &[Target], rebuild: bool) -> Result<Plan, Fail> {
-    let smsg = |e: rocmx_store::StoreError| Fail::Msg(store_msg(&e));
-    let mut order: Vec<StorePath> = Vec::new();
-    // drv → its outputs when known without building, `None` when it will be built.
-    let mut known: BTreeMap<StorePath, Option<BTreeMap<String, StorePath>>> = BTreeMap::new();
-    let mut drvs: BTreeMap<StorePath, Derivation> = BTreeMap::new();
-    let mut waiting = BTreeSet::new();
-    let mut stack: Vec<(StorePath, bool)> = targets
-        .iter()
-        .rev()
-        .map(|t| (t.drv.clone(), false))
-        .collect();
-    while let Some((p, expanded)) = stack.pop() {
-        if known.contains_key(&p) {
-            continue;
-        }
-        if !drvs.contains_key(&p) {
-            drvs.insert(p.clone(), read_drv(store, &p)?);
-        }
-        let d = &drvs[&p];
-        if !expanded {
-            // A valid fixed output needs nothing, not even its inputs.
-            if !rebuild {
-                if let Some(m) = valid_fixed(store, d)? {
-                    known.insert(p.clone(), Some(m));
-                    order.push(p);
-                    continue;
-                }
-            }
-            stack.push((p.clone(), true));
-            for i in d.input_drvs.keys().rev() {
-                if !known.contains_key(i) {
-                    stack.push((i.clone(), false));
-                }
-            }
-            continue;
-        }
-        // With --rebuild everything is built; fixed outputs not valid (checked above) are.
-        let outputs = if rebuild || d.outputs.values().all(|o| o.path().is_some()) {
-            None
-        } else {
-            let mut inputs = BTreeMap::new();
-            let mut ready = true;
-            for i in d.input_drvs.keys() {
-                match &known[i] {
-                    Some(outs) => {
-                        let name = drvs[i]
-                            .name()
-                            .map(str::to_string)
-                            .unwrap_or_else(|| i.name().trim_end_matches(".drv").to_string());
-                        inputs.insert(
-                            i.clone(),
-                            rocmx_builder::resolve::ResolvedInput {
-                                name,
-                                outputs: outs.clone(),
-                            },
-                        );
-                    }
-                    None => ready = false,
-                }
-            }
-            if !ready {
-                waiting.insert(p.clone());
-                None
-            } else {
-                let resolved = rocmx_builder::resolve::resolve(d, &inputs)
-                    .map_err(|e| Fail::Msg(format!("resolving '{p}': {e}")))?;
-                let key = rocmx_builder::resolve::resolved_hash(&resolved);
-                let mut m = BTreeMap::new();
-                let mut all = true;
-                for name in d.outputs.keys() {
-                    match store.query_realisation(&key, name).map_err(smsg)? {
-                        Some(path) if store.is_valid(&path).map_err(smsg)? => {
-                            m.insert(name.clone(), path);
-                        }
-                        _ => all = false,
-                    }
-                }
-                all.then_some(m)
-            }
-        };
-        known.insert(p.clone(), outputs);
-        order.push(p);
-    }
-    let (build, valid): (Vec<StorePath>, Vec<StorePath>) =
-        order.into_iter().partition(|p| known[p].is_none());
-    Ok(Plan {
-        build,
-        valid,
-        waiting,
-    })
-}
-
 /// `,"parameters":{…}` when a flake was evaluated, else nothing.
 fn params_field(params: Option<&serde_json::Value>) -> String {
     params
@@ -732,45 +623,93 @@ fn params_field(params: Option<&serde_json::Value>) -> String {
         .unwrap_or_default()
 }
 
+/// `--dry-run`: what the build would do, decided as the realiser decides (see
+/// [`Realiser::outlook`]): dependencies first, early cutoff and the substituters
+/// included, nothing built or fetched.
 fn dry_run(
     store: &LocalStore,
     targets: &[Target],
     args: &BuildArgs,
     params: Option<&serde_json::Value>,
 ) -> Result<(), Fail> {
-    let p = plan(store, targets, args.rebuild)?;
+    let mut realiser = Realiser::new(store, options(args)?);
+    let goals: Vec<StorePath> = targets.iter().map(|t| t.drv.clone()).collect();
+    let p = realiser
+        .outlook(&goals)
+        .map_err(|e| Fail::Msg(e.to_string()))?;
     let mut out = std::io::stdout().lock();
     if args.json {
         let abs = |v: &[StorePath]| {
             serde_json::Value::from(v.iter().map(|p| p.to_absolute()).collect::<Vec<_>>())
         };
+        let fetch: Vec<serde_json::Value> = p
+            .downloads
+            .iter()
+            .map(|d| {
+                serde_json::json!({
+                    "path": d.path.to_absolute(),
+                    "downloadSize": d.download_size.unwrap_or(d.nar_size),
+                    "narSize": d.nar_size,
+                    "from": d.source,
+                })
+            })
+            .collect();
         let _ = writeln!(
             out,
-            "{{\"build\":{},\"fetch\":[],\"valid\":{}{}}}",
+            "{{\"build\":{},\"fetch\":{},\"substitute\":{},\"valid\":{}{}}}",
             abs(&p.build),
+            serde_json::Value::from(fetch),
+            abs(&p.fetch),
             abs(&p.valid),
             params_field(params)
         );
         return Ok(());
     }
-    if p.build.is_empty() {
+    if p.build.is_empty() && p.downloads.is_empty() {
         let _ = writeln!(
             out,
-            "nothing to build; all {} derivations are valid",
+            "nothing to build or fetch; all {} derivations are valid",
             p.valid.len()
         );
-    } else {
+        return Ok(());
+    }
+    if !p.build.is_empty() {
         let _ = writeln!(out, "these {} derivations will be built:", p.build.len());
         for d in &p.build {
             let note = if p.waiting.contains(d) {
-                " (unless its inputs rebuild to identical bytes)"
+                " (unless its inputs rebuild to identical bytes, or a cache has it then)"
             } else {
                 ""
             };
             let _ = writeln!(out, "  {d}{note}");
         }
     }
-    if !p.valid.is_empty() && !p.build.is_empty() {
+    if !p.downloads.is_empty() {
+        let download: u64 = p
+            .downloads
+            .iter()
+            .map(|d| d.download_size.unwrap_or(d.nar_size))
+            .sum();
+        let unpacked: u64 = p.downloads.iter().map(|d| d.nar_size).sum();
+        let _ = writeln!(
+            out,
+            "these {} paths will be fetched ({} download, {} unpacked):",
+            p.downloads.len(),
+            human_size(download),
+            human_size(unpacked)
+        );
+        for d in &p.downloads {
+            let _ = writeln!(
+                out,
+                "  {} ({} download, {} unpacked, from {})",
+                d.path,
+                human_size(d.download_size.unwrap_or(d.nar_size)),
+                human_size(d.nar_size),
+                d.source
+            );
+        }
+    }
+    if !p.valid.is_empty() {
         let _ = writeln!(
             out,
             "these {} derivations are already valid:",
@@ -783,12 +722,15 @@ fn dry_run(
     Ok(())
 }
 
-/// The outputs of `d` when they are all fixed and valid.
-fn valid_fixed(
-    store: &LocalStore,
-    d: &Derivation,
-) -> Result<Option<BTreeMap<String, StorePath>>, Fail> {
-    rocmx_builder::realise::valid_fixed_outputs(store, d).map_err(|e| Fail::Msg(store_msg(&e)))
+/// `1.23 MiB`, as Nix prints download sizes (KiB below a mebibyte).
+pub(crate) fn human_size(bytes: u64) -> String {
+    if bytes < 1 << 20 {
+        format!("{:.2} KiB", bytes as f64 / 1024.0)
+    } else if bytes < 1 << 30 {
+        format!("{:.2} MiB", bytes as f64 / (1u64 << 20) as f64)
+    } else {
+        format!("{:.2} GiB", bytes as f64 / (1u64 << 30) as f64)
+    }
 }
 
 /// Reads and parses the `.drv` file `p` from the store.

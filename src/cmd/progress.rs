@@ -37,6 +37,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::build::human_size;
 use rocmx_builder::events::{Event, EventSink};
 use rocmx_store::StorePath;
 
@@ -142,6 +143,15 @@ struct Running {
     phase: Option<String>,
 }
 
+/// Downloads from substituters: paths and bytes, all fetches of the run together.
+#[derive(Default)]
+struct Fetch {
+    paths: usize,
+    fetched: usize,
+    bytes: u64,
+    downloaded: u64,
+}
+
 /// How a derivation ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Outcome {
@@ -169,6 +179,8 @@ struct State {
     waiting: Vec<Running>,
     /// Incomplete log lines, per derivation (only kept when log lines are shown).
     partial: HashMap<StorePath, Vec<u8>>,
+    /// Downloads from substituters.
+    fetch: Fetch,
     /// The status lines on screen now (live form); the cursor is on the line below.
     drawn: Vec<String>,
     /// A ticker redraws: events then only print permanent lines.
@@ -231,6 +243,7 @@ impl Progress {
                 running: Vec::new(),
                 waiting: Vec::new(),
                 partial: HashMap::new(),
+                fetch: Fetch::default(),
                 drawn: Vec::new(),
                 ticking: false,
                 stop: false,
@@ -501,6 +514,66 @@ impl State {
                     ),
                 }
             }
+            Event::Fetching {
+                paths,
+                download,
+                unpacked,
+            } => {
+                self.fetch.paths += paths.len();
+                self.fetch.bytes += download;
+                let (d, u) = (human_size(*download), human_size(*unpacked));
+                match self.mode {
+                    Mode::Plain | Mode::Live => {
+                        let _ = writeln!(
+                            perm,
+                            "fetching {} paths ({d} download, {u} unpacked)",
+                            paths.len()
+                        );
+                    }
+                    Mode::Json => json_line(
+                        &mut perm,
+                        format_args!(
+                            r#"{{"action":"fetching","paths":{},"download":{download},"unpacked":{unpacked}}}"#,
+                            paths.len()
+                        ),
+                    ),
+                }
+            }
+            Event::Downloaded { bytes, .. } => {
+                self.fetch.downloaded += bytes;
+            }
+            Event::Fetched {
+                path,
+                source,
+                bytes,
+            } => {
+                self.fetch.fetched += 1;
+                match self.mode {
+                    Mode::Plain => {
+                        let _ = writeln!(
+                            perm,
+                            "fetched {path} from {source} ({})",
+                            human_size(*bytes)
+                        );
+                    }
+                    Mode::Live => {
+                        let _ = writeln!(
+                            perm,
+                            "fetched {} ({})",
+                            sanitize(path.name()),
+                            human_size(*bytes)
+                        );
+                    }
+                    Mode::Json => json_line(
+                        &mut perm,
+                        format_args!(
+                            r#"{{"action":"fetched","path":{},"source":{},"bytes":{bytes}}}"#,
+                            js(&path.to_absolute()),
+                            js(source)
+                        ),
+                    ),
+                }
+            }
             Event::Skipped { drv, because } => {
                 self.flush_partial(drv, &mut perm);
                 self.set_outcome(drv, Outcome::Skipped);
@@ -648,7 +721,7 @@ impl State {
 
     /// The status area: counts, then the running builds (each line cut to the width).
     fn render(&self, now: Instant) -> Vec<String> {
-        if self.known.is_empty() && self.running.is_empty() {
+        if self.known.is_empty() && self.running.is_empty() && self.fetch.paths == 0 {
             return Vec::new();
         }
         let width = self.width.columns().saturating_sub(1).max(10);
@@ -670,6 +743,15 @@ impl State {
         }
         if waiting > 0 {
             head.push_str(&format!(", waiting {waiting}"));
+        }
+        if self.fetch.fetched < self.fetch.paths {
+            head.push_str(&format!(
+                ", fetched {}/{} paths {}/{}",
+                self.fetch.fetched,
+                self.fetch.paths,
+                human_size(self.fetch.downloaded.min(self.fetch.bytes)),
+                human_size(self.fetch.bytes)
+            ));
         }
         head.push(']');
         let mut lines = vec![truncate(&head, width)];

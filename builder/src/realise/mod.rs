@@ -65,12 +65,14 @@ mod job;
 mod lock;
 mod log;
 mod plan;
+mod substitute;
 
 use error::io_err;
 pub use error::{BuildError, CheckDifference};
 
 pub use log::log_path;
 pub use plan::valid_fixed_outputs;
+pub use substitute::{Download, Found, Outlook, Query, Substituter};
 
 /// How often builds waiting for their lock try it again.
 const LOCK_POLL: Duration = Duration::from_millis(50);
@@ -112,24 +114,6 @@ pub struct BuildOptions {
     /// Where outputs can be fetched from instead of built (binary caches), asked after
     /// the local realisations and before building; none by default.
     pub substituter: Option<Arc<dyn Substituter>>,
-}
-
-/// A source of realised outputs other than building: binary caches, implemented by the
-/// binary (this crate knows no cache format).
-pub trait Substituter: Send + Sync + std::fmt::Debug {
-    /// Makes every output of the resolved derivation `key` valid in `store` (with its
-    /// closure) and records its realisation, if some source has all of them; gives the
-    /// paths, or `None` to build. `outputs` lists each output with its path when it is
-    /// fixed. `Err` stops the build of this derivation (a source that claimed the
-    /// outputs and failed to deliver them, when falling back to building is not
-    /// allowed); the message names the source.
-    fn substitute(
-        &self,
-        store: &LocalStore,
-        drv: &StorePath,
-        key: &str,
-        outputs: &[(String, Option<StorePath>)],
-    ) -> Result<Option<BTreeMap<String, StorePath>>, String>;
 }
 
 /// The default [`BuildOptions::timeout`]: 48 hours (one derivation of the ROCm stack
@@ -190,6 +174,7 @@ enum Prepared {
 }
 
 /// A derivation in the run's DAG.
+#[derive(Clone)]
 struct Node {
     drv: StorePath,
     d: Arc<Derivation>,
@@ -308,8 +293,15 @@ impl<'a> Realiser<'a> {
         let mut graph: DiGraph<Node, ()> = DiGraph::new();
         let mut index: HashMap<StorePath, NodeIndex> = HashMap::new();
         self.plan(goals, &mut graph, &mut index);
-        let order: Vec<StorePath> = match petgraph::algo::toposort(&graph, None) {
-            Ok(o) => o.into_iter().map(|n| graph[n].drv.clone()).collect(),
+        match petgraph::algo::toposort(&graph, None) {
+            Ok(order) if self.opts.substituter.is_some() && !self.opts.rebuild => {
+                // Emits `Planned` for what is left to do.
+                graph = self.substitute_ahead(graph, &index, &order, goals);
+            }
+            Ok(order) => {
+                let drvs = order.into_iter().map(|n| graph[n].drv.clone()).collect();
+                self.events.event(&Event::Planned { drvs });
+            }
             Err(cycle) => {
                 let drv = graph[cycle.node_id()].drv.clone();
                 self.fail(
@@ -320,10 +312,10 @@ impl<'a> Realiser<'a> {
                         reason: "it depends on itself".into(),
                     },
                 );
-                graph.node_indices().map(|n| graph[n].drv.clone()).collect()
+                let drvs = graph.node_indices().map(|n| graph[n].drv.clone()).collect();
+                self.events.event(&Event::Planned { drvs });
             }
-        };
-        self.events.event(&Event::Planned { drvs: order });
+        }
         let first_failure = self.execute(&graph, failed_before);
 
         goals
@@ -654,7 +646,7 @@ impl<'a> Realiser<'a> {
         let outputs = match self.lookup(key, d)? {
             Some(o) => o,
             None if !substitute => return Ok(None),
-            None => match self.substitute(drv, key, d)? {
+            None => match self.substitute_one(drv, key, d)? {
                 Some(o) => o,
                 None => return Ok(None),
             },
@@ -663,40 +655,6 @@ impl<'a> Realiser<'a> {
             self.store.add_derivation_output(drv, o, p)?;
         }
         Ok(Some(outputs))
-    }
-
-    /// Asks the substituter (if any) for the outputs of `key`; rooted when found.
-    fn substitute(
-        &mut self,
-        drv: &StorePath,
-        key: &str,
-        d: &Derivation,
-    ) -> Result<Option<BTreeMap<String, StorePath>>, BuildError> {
-        let Some(sub) = self.opts.substituter.clone() else {
-            return Ok(None);
-        };
-        let wanted: Vec<(String, Option<StorePath>)> = d
-            .outputs
-            .iter()
-            .map(|(o, spec)| (o.clone(), spec.path().cloned()))
-            .collect();
-        let found = sub
-            .substitute(self.store, drv, key, &wanted)
-            .map_err(|reason| BuildError::Substitution {
-                drv: drv.clone(),
-                reason,
-            })?;
-        let Some(found) = found else {
-            return Ok(None);
-        };
-        for p in found.values() {
-            self.temp_root(p)?;
-            if !self.store.is_valid(p)? {
-                return Ok(None);
-            }
-        }
-        self.substituted.push(drv.clone());
-        Ok(Some(found))
     }
 
     /// Records a realised derivation.
