@@ -23,6 +23,7 @@
 pub mod info;
 pub mod keys;
 pub mod narinfo;
+pub mod par;
 pub mod pipe;
 pub mod pull;
 pub mod push;
