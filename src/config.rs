@@ -34,6 +34,7 @@
 //! substituters = file:///srv/cache   # binary caches, in the order asked
 //! trusted-public-keys = cache-1:BASE64 other-1:BASE64
 //! secret-key-files = /etc/rocmx/cache-1.secret   # sign what is pushed
+//! access-tokens = cache.example.org:8080=TOKEN    # push to rocmx serve --writable
 //! ```
 //!
 //! Sizes are bytes, or a number with `K`, `M`, `G` or `T` (powers of 1024). Without a
@@ -48,10 +49,11 @@ use rocmx_builder::fetchurl::{strip_comment, Mirrors};
 use rocmx_builder::realise::BuildOptions;
 
 /// The settings of the `NAME = VALUE` form (all but `mirror.NAME`).
-pub const SETTINGS: [&str; 11] = [
+pub const SETTINGS: [&str; 12] = [
     "substituters",
     "trusted-public-keys",
     "secret-key-files",
+    "access-tokens",
     "timeout",
     "max-silent-time",
     "max-build-processes",
@@ -183,6 +185,12 @@ impl Config {
         Ok(out)
     }
 
+    /// The `access-tokens` that apply (white-space separated `HOST[:PORT]=TOKEN`).
+    pub fn access_tokens(&self) -> Result<rocmx_cache::transport::AccessTokens, String> {
+        rocmx_cache::transport::AccessTokens::parse(self.value("access-tokens").unwrap_or(""))
+            .map_err(|e| format!("access-tokens: {e}"))
+    }
+
     /// Applies the settings, in order, to `opts`.
     pub fn apply(&self, opts: &mut BuildOptions) -> Result<(), String> {
         opts.mirrors = self.mirrors.clone();
@@ -232,6 +240,9 @@ fn apply_setting(opts: &mut BuildOptions, name: &str, value: &str) -> Result<(),
     match name {
         // Cache settings: read by the commands that use them ([`Config::value`]).
         "substituters" | "trusted-public-keys" | "secret-key-files" => {}
+        "access-tokens" => {
+            rocmx_cache::transport::AccessTokens::parse(value)?;
+        }
         "timeout" => opts.timeout = parse_secs(value)?,
         "max-silent-time" => opts.max_silent = parse_secs(value)?,
         "max-build-processes" => {
@@ -338,5 +349,12 @@ mod tests {
         assert_eq!(o.timeout, None);
         let e = c.add_options(&["nope".into(), "1".into()]).unwrap_err();
         assert!(e.contains("unknown setting 'nope'"), "{e}");
+        c.add_options(&["access-tokens".into(), "h:1=t0 h=t1".into()])
+            .unwrap();
+        assert_eq!(c.access_tokens().unwrap().for_authority("h:1"), Some("t0"));
+        let e = c
+            .add_options(&["access-tokens".into(), "oops".into()])
+            .unwrap_err();
+        assert!(e.contains("HOST[:PORT]=TOKEN"), "{e}");
     }
 }

@@ -27,6 +27,7 @@ pub mod par;
 pub mod pipe;
 pub mod pull;
 pub mod push;
+pub mod receive;
 pub mod realisation;
 pub mod serve;
 pub mod transport;

@@ -1,16 +1,19 @@
 //! Pushing store paths, with their closures and realisations, to a cache.
 //!
 //! Owns: the order of writes, which makes a push safe to interrupt and to run twice:
-//! for each path of the closure that the cache lacks, the NAR first (compressed with
-//! zstd once, here, on several threads), then its narinfo; realisations last, so that
-//! a reader that finds a record finds everything it names. A path whose narinfo is
-//! there already is skipped.
+//! the paths of the closure references first, and for each one the cache lacks, the
+//! NAR first (compressed with zstd once, here, on several threads), then its narinfo;
+//! realisations last, so that a reader that finds a record finds everything it names
+//! (and `rocmx serve --writable`, which imports each narinfo as it arrives, has its
+//! references already). A path whose narinfo is there already is skipped. A cache
+//! that cannot be written (HTTP without a token) is refused before any work.
 //!
 //! Must not: change the local store, or sign with keys the caller did not give.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, BufWriter, Write};
 
-use rocmx_store::{nar, Encoding, Hash, HashAlgo, HashingWriter, LocalStore, StorePath};
+use rocmx_store::{nar, Encoding, Hash, HashAlgo, HashingWriter, LocalStore, PathInfo, StorePath};
 
 use crate::info::CacheInfo;
 use crate::keys::SecretKey;
@@ -113,6 +116,43 @@ fn compress(
     Ok((tmp, file_hash, file_size, nar_size))
 }
 
+/// The paths of `infos`, each after its references (a depth-first post-order over
+/// the paths in order, following references inside `infos` only).
+fn references_first(infos: &BTreeMap<StorePath, PathInfo>) -> Vec<StorePath> {
+    let children = |p: &StorePath| -> Vec<&StorePath> {
+        infos[p]
+            .references
+            .iter()
+            .rev()
+            .filter(|r| *r != p)
+            .filter_map(|r| infos.get_key_value(r).map(|(k, _)| k))
+            .collect()
+    };
+    let mut out = Vec::with_capacity(infos.len());
+    let mut done: BTreeSet<&StorePath> = BTreeSet::new();
+    for start in infos.keys() {
+        if !done.insert(start) {
+            continue;
+        }
+        let mut stack = vec![(start, children(start))];
+        while let Some((_, todo)) = stack.last_mut() {
+            match todo.pop() {
+                Some(c) => {
+                    if done.insert(c) {
+                        stack.push((c, children(c)));
+                    }
+                }
+                None => {
+                    if let Some((n, _)) = stack.pop() {
+                        out.push(n.clone());
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Pushes the closures of `paths` and their realisations to `cache`.
 pub fn push(
     store: &LocalStore,
@@ -122,17 +162,25 @@ pub fn push(
     mut progress: impl FnMut(&StorePath, u64),
 ) -> Result<PushReport, CacheError> {
     let mut report = PushReport::default();
+    cache.writable()?;
     if !cache.exists("rocmx-cache-info")? {
         cache.put(
             "rocmx-cache-info",
             CacheInfo::default().to_text().as_bytes(),
         )?;
     }
-    let closure = store.closure(paths)?;
-    for p in &closure {
+    let mut infos = BTreeMap::new();
+    for p in store.closure(paths)? {
         let info = store
-            .path_info(p)?
+            .path_info(&p)?
             .ok_or_else(|| CacheError::Protocol(format!("{p} is not valid in the local store")))?;
+        infos.insert(p, info);
+    }
+    let closure = references_first(&infos);
+    for p in &closure {
+        let info = infos
+            .remove(p)
+            .expect("every path of the order has its info");
         let narinfo_name = format!("{}.narinfo", p.hash_part());
         if cache.exists(&narinfo_name)? {
             report.present += 1;
@@ -191,4 +239,35 @@ pub fn push(
         }
     }
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references_come_first() {
+        let t = tempfile::tempdir().unwrap();
+        let s = LocalStore::open(t.path()).unwrap();
+        let mut prev = s.add_text("p0", b"0", &BTreeSet::new()).unwrap();
+        let mut all = vec![prev.clone()];
+        for i in 1..6 {
+            let refs: BTreeSet<StorePath> = [prev.clone()].into_iter().collect();
+            let text = format!("{i} {}", prev.to_absolute());
+            prev = s
+                .add_text(&format!("p{i}"), text.as_bytes(), &refs)
+                .unwrap();
+            all.push(prev.clone());
+        }
+        let infos: BTreeMap<StorePath, PathInfo> = s
+            .closure(std::slice::from_ref(&prev))
+            .unwrap()
+            .into_iter()
+            .map(|p| {
+                let i = s.path_info(&p).unwrap().unwrap();
+                (p, i)
+            })
+            .collect();
+        assert_eq!(references_first(&infos), all);
+    }
 }

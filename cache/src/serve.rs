@@ -16,7 +16,8 @@
 //! bandwidth it saves on the networks caches run on); a NAR is as large as its
 //! `NarSize`. Readers check everything as for any cache.
 //!
-//! Must not: serve anything outside the store's valid paths, or write anything.
+//! Must not: serve anything outside the store's valid paths, or write anything (what
+//! a push to a writable server does is [`crate::receive`]'s).
 
 use rocmx_store::{LocalStore, StorePath};
 

@@ -1,9 +1,11 @@
 //! `rocmx copy --to URL PATH…` and `rocmx copy --from URL PATH…`: moving closures
-//! between the local store and a binary cache (`file:///DIR` today).
+//! between the local store and a binary cache (`file:///DIR`; `http(s)://…` to read,
+//! and to push to `rocmx serve --writable` with a token).
 //!
 //! Owns: reading the cache settings (`secret-key-files` signs what is pushed;
-//! `trusted-public-keys` decides what is accepted), from rocmx.conf or `--option NAME
-//! VALUE`, and rendering the result. The formats and the checks are `rocmx_cache`'s.
+//! `trusted-public-keys` decides what is accepted; `access-tokens` authorises pushes
+//! over HTTP), from rocmx.conf or `--option NAME VALUE`, and rendering the result. The
+//! formats and the checks are `rocmx_cache`'s.
 //!
 //! Must not: accept anything no trusted key signed.
 
@@ -20,7 +22,8 @@ use super::StoreOpt;
 /// Copy store paths with their closures to or from a binary cache.
 #[derive(Args)]
 pub struct CopyArgs {
-    /// Push to this cache (file:///DIR)
+    /// Push to this cache (file:///DIR, or http://HOST:PORT of `rocmx serve --writable`
+    /// with `--option access-tokens HOST:PORT=TOKEN`)
     #[arg(
         long,
         value_name = "URL",
@@ -28,7 +31,7 @@ pub struct CopyArgs {
         required_unless_present = "from"
     )]
     to: Option<String>,
-    /// Fetch from this cache (file:///DIR)
+    /// Fetch from this cache (file:///DIR, http(s)://HOST[:PORT][/PREFIX])
     #[arg(long, value_name = "URL")]
     from: Option<String>,
     /// Store paths (or links to them, e.g. ./result)
@@ -49,7 +52,9 @@ fn copy(a: CopyArgs, s: &StoreOpt) -> Result<(), Fail> {
     cfg.add_options(&a.option).map_err(Fail::Msg)?;
     let store = open_store(s)?;
     let url = a.to.as_deref().or(a.from.as_deref()).unwrap_or_default();
-    let cache = transport::open(url).map_err(|e| Fail::Msg(e.to_string()))?;
+    let tokens = cfg.access_tokens().map_err(Fail::Msg)?;
+    let cache = transport::open_with_tokens(url, transport::Timeouts::default(), &tokens)
+        .map_err(|e| Fail::Msg(e.to_string()))?;
     if a.to.is_some() {
         let mut paths: Vec<StorePath> = Vec::new();
         for p in &a.paths {
@@ -57,6 +62,7 @@ fn copy(a: CopyArgs, s: &StoreOpt) -> Result<(), Fail> {
             require_valid(&store, &sp)?;
             paths.push(sp);
         }
+        cache.writable().map_err(|e| Fail::Msg(e.to_string()))?;
         let opts = push::PushOptions {
             keys: cfg.secret_keys().map_err(Fail::Msg)?,
             ..push::PushOptions::default()

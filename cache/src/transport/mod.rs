@@ -2,7 +2,7 @@
 //!
 //! Owns: the cache URL forms and the file operations on them: `file:///DIR` (a
 //! directory, read and written, [`file`]) and `http://HOST[:PORT]/PREFIX` or `https://…`
-//! (read, [`http`]).
+//! (read; written with a token of `access-tokens`, [`http`]).
 //!
 //! Must not: interpret what it reads (the formats are [`crate::narinfo`]'s and the
 //! others'), or follow a path outside the cache: every path is relative, checked
@@ -15,7 +15,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 pub use file::FileCache;
-pub use http::{HttpCache, Timeouts};
+pub use http::{AccessTokens, HttpCache, Timeouts};
 
 use crate::CacheError;
 
@@ -29,6 +29,11 @@ pub trait Transport: Send + Sync {
     fn open(&self, rel: &str) -> Result<Option<Box<dyn Read + Send>>, CacheError>;
     /// Whether a file exists.
     fn exists(&self, rel: &str) -> Result<bool, CacheError>;
+    /// Whether writing can be tried at all (an HTTP cache needs a token), checked
+    /// before a push does any work.
+    fn writable(&self) -> Result<(), CacheError> {
+        Ok(())
+    }
     /// Writes `bytes` as `rel`, atomically.
     fn put(&self, rel: &str, bytes: &[u8]) -> Result<(), CacheError>;
     /// Moves or copies the local file `src` to `rel`, atomically.
@@ -39,13 +44,23 @@ pub trait Transport: Send + Sync {
 }
 
 /// Opens a cache URL: `file:///DIR` (DIR is created on the first write) or
-/// `http(s)://HOST[:PORT][/PREFIX]` (read only), with the default timeouts.
+/// `http(s)://HOST[:PORT][/PREFIX]` (read only: no token), with the default timeouts.
 pub fn open(url: &str) -> Result<Box<dyn Transport>, CacheError> {
     open_with(url, Timeouts::default())
 }
 
 /// [`open`] with the timeouts of an HTTP cache.
 pub fn open_with(url: &str, timeouts: Timeouts) -> Result<Box<dyn Transport>, CacheError> {
+    open_with_tokens(url, timeouts, &AccessTokens::default())
+}
+
+/// [`open_with`], an HTTP cache carrying the token `tokens` has for its host (which
+/// lets it be written).
+pub fn open_with_tokens(
+    url: &str,
+    timeouts: Timeouts,
+    tokens: &AccessTokens,
+) -> Result<Box<dyn Transport>, CacheError> {
     let bad = |why: &str| CacheError::Url {
         url: url.to_string(),
         why: why.to_string(),
@@ -60,7 +75,8 @@ pub fn open_with(url: &str, timeouts: Timeouts) -> Result<Box<dyn Transport>, Ca
         return Ok(Box::new(file::FileCache::new(url, PathBuf::from(dir))));
     }
     if url.starts_with("http://") || url.starts_with("https://") {
-        return http::HttpCache::new(url, timeouts).map(|c| Box::new(c) as Box<dyn Transport>);
+        return http::HttpCache::new(url, timeouts)
+            .map(|c| Box::new(c.with_tokens(tokens)) as Box<dyn Transport>);
     }
     Err(bad(
         "unknown kind of cache (file:///DIR, http://HOST/PREFIX, https://HOST/PREFIX)",
