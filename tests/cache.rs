@@ -6,6 +6,8 @@
 //! The builder is a static busybox; the tests skip, saying why, when it is missing.
 
 mod common;
+#[path = "cache/dry_run.rs"]
+mod dry_run;
 #[path = "cache/serve.rs"]
 mod serve;
 
