@@ -142,7 +142,7 @@ impl LocalStore {
             limit: claim.nar_size,
             over: false,
         };
-        if let Err(e) = nar::restore(&mut tee, &content) {
+        if let Err(e) = nar::restore_direct(&mut tee, &content) {
             return Err(refuse(if tee.over {
                 format!(
                     "its archive is longer than the {} bytes claimed",

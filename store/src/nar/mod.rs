@@ -36,7 +36,7 @@ mod writer;
 mod tests;
 
 pub use reader::{check, parse, Contents, NarVisitor};
-pub use restore::restore;
+pub use restore::{restore, restore_direct, DIRECT_MIN};
 pub use writer::{dump_path, dump_path_filtered, dump_regular, hash_path};
 
 /// The first token of every archive.

@@ -9,6 +9,18 @@
 //! component) and only under a parent that this restore created as a real directory.
 //! Modes are 0644/0755 for files (subject to the umask) and times are left alone: the
 //! local store normalises them afterwards.
+//!
+//! # Direct writes
+//!
+//! [`restore_direct`] writes the bulk of large files (at least [`DIRECT_MIN`] bytes)
+//! with `O_DIRECT`, in aligned chunks of [`DIRECT_CHUNK`] bytes, and only the unaligned
+//! tail through the page cache. It is for callers that make the tree durable before
+//! using it (importing into the store): the data has to reach the disk anyway, and
+//! going there directly saves copying it into the page cache first, which is most of
+//! the cost of a big restore (on a VM, first-touching the page cache's memory costs
+//! more than the disk write; measured: 600 MiB buffered 1.4 s of system time, direct
+//! 0.35 s and almost none). A filesystem that refuses `O_DIRECT` (tmpfs) gets buffered
+//! writes.
 
 use std::collections::HashSet;
 use std::ffi::OsStr;
@@ -20,6 +32,14 @@ use std::path::{Path, PathBuf};
 use super::reader::{parse, Contents, NarVisitor};
 use super::NarError;
 
+/// Files at least this large are written directly by [`restore_direct`].
+pub const DIRECT_MIN: u64 = 1 << 20;
+/// The size of one direct write.
+pub const DIRECT_CHUNK: usize = 4 << 20;
+/// The alignment of direct writes (memory, length and file offset): the largest
+/// logical block size in use.
+const DIRECT_ALIGN: usize = 4096;
+
 /// Creates the archive's nodes under `dest`.
 struct Restorer<'a> {
     dest: &'a Path,
@@ -27,6 +47,10 @@ struct Restorer<'a> {
     dirs: HashSet<PathBuf>,
     created_root: bool,
     buf: Vec<u8>,
+    /// Write large files with `O_DIRECT` (turned off when the filesystem refuses it).
+    direct: bool,
+    /// [`DIRECT_CHUNK`] bytes plus room to align them.
+    aligned: Vec<u8>,
 }
 
 impl Restorer<'_> {
@@ -64,6 +88,72 @@ impl Restorer<'_> {
     }
 }
 
+impl Restorer<'_> {
+    /// Writes `contents` to `file` (opened with `O_DIRECT`): whole aligned chunks
+    /// directly, the tail (and everything after a refused direct write) buffered.
+    fn write_direct(
+        &mut self,
+        mut file: fs::File,
+        abs: &Path,
+        contents: &mut Contents<'_>,
+    ) -> Result<(), NarError> {
+        if self.aligned.is_empty() {
+            self.aligned.resize(DIRECT_CHUNK + DIRECT_ALIGN, 0);
+        }
+        let off = self.aligned.as_ptr().align_offset(DIRECT_ALIGN);
+        let buf = &mut self.aligned[off..off + DIRECT_CHUNK];
+        let mut direct = true;
+        loop {
+            // Fill the chunk: only full chunks keep the file offset aligned.
+            let mut filled = 0;
+            while filled < buf.len() {
+                match contents.read(&mut buf[filled..]) {
+                    Ok(0) => break,
+                    Ok(n) => filled += n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(Self::fail(abs)(e)),
+                }
+            }
+            if filled == 0 {
+                return Ok(());
+            }
+            let mut done = 0;
+            if direct {
+                let whole = filled / DIRECT_ALIGN * DIRECT_ALIGN;
+                while done < whole {
+                    match file.write(&buf[done..whole]) {
+                        Ok(0) => break,
+                        // A short write leaves an aligned offset only if it was aligned.
+                        Ok(n) if n % DIRECT_ALIGN == 0 => done += n,
+                        Ok(n) => {
+                            done += n;
+                            break;
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) => {
+                            break
+                        }
+                        Err(e) => return Err(Self::fail(abs)(e)),
+                    }
+                }
+                if done < filled {
+                    // The tail, or a direct write refused: the page cache from here on.
+                    let flags = rustix::fs::fcntl_getfl(&file)
+                        .map_err(|e| Self::fail(abs)(e.into()))?;
+                    rustix::fs::fcntl_setfl(&file, flags - rustix::fs::OFlags::DIRECT)
+                        .map_err(|e| Self::fail(abs)(e.into()))?;
+                    direct = false;
+                }
+            }
+            file.write_all(&buf[done..filled])
+                .map_err(Self::fail(abs))?;
+            if filled < buf.len() {
+                return Ok(());
+            }
+        }
+    }
+}
+
 impl NarVisitor for Restorer<'_> {
     fn directory(&mut self, rel: &Path) -> Result<(), NarError> {
         let abs = self.target(rel)?;
@@ -77,14 +167,34 @@ impl NarVisitor for Restorer<'_> {
         &mut self,
         rel: &Path,
         executable: bool,
-        _size: u64,
+        size: u64,
         contents: &mut Contents<'_>,
     ) -> Result<(), NarError> {
         let abs = self.target(rel)?;
+        let mode = if executable { 0o755 } else { 0o644 };
+        if self.direct && size >= DIRECT_MIN {
+            let direct = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(mode)
+                .custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32)
+                .open(&abs);
+            match direct {
+                Ok(file) => {
+                    self.mark_root(rel);
+                    return self.write_direct(file, &abs, contents);
+                }
+                // The filesystem does not do direct writes: buffered from now on.
+                Err(e) if e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) => {
+                    self.direct = false;
+                }
+                Err(e) => return Err(Self::fail(&abs)(e)),
+            }
+        }
         let mut file = OpenOptions::new()
             .write(true)
             .create_new(true)
-            .mode(if executable { 0o755 } else { 0o644 })
+            .mode(mode)
             .open(&abs)
             .map_err(Self::fail(&abs))?;
         self.mark_root(rel);
@@ -116,6 +226,16 @@ impl NarVisitor for Restorer<'_> {
 /// error, whatever was created is removed and nothing outside `dest` was touched.
 /// Returns the archive size in bytes.
 pub fn restore<R: Read>(reader: R, dest: &Path) -> Result<u64, NarError> {
+    restore_with(reader, dest, false)
+}
+
+/// [`restore`], writing large files directly to the disk (see the module
+/// documentation): for a caller that makes the tree durable before using it.
+pub fn restore_direct<R: Read>(reader: R, dest: &Path) -> Result<u64, NarError> {
+    restore_with(reader, dest, true)
+}
+
+fn restore_with<R: Read>(reader: R, dest: &Path, direct: bool) -> Result<u64, NarError> {
     if fs::symlink_metadata(dest).is_ok() {
         return Err(NarError::DestinationExists {
             path: dest.to_path_buf(),
@@ -126,6 +246,8 @@ pub fn restore<R: Read>(reader: R, dest: &Path) -> Result<u64, NarError> {
         dirs: HashSet::new(),
         created_root: false,
         buf: Vec::new(),
+        direct,
+        aligned: Vec::new(),
     };
     let result = parse(reader, &mut r);
     if result.is_err() && r.created_root {
@@ -151,6 +273,8 @@ mod tests {
             dirs: HashSet::new(),
             created_root: false,
             buf: Vec::new(),
+            direct: false,
+            aligned: Vec::new(),
         };
         r.directory(Path::new("")).expect("root");
         r.symlink(Path::new("a"), outside.as_os_str())
