@@ -11,8 +11,9 @@
 //! Must not: change the local store, or sign with keys the caller did not give.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{self, BufWriter, Write};
+use std::io;
 
+use rocmx_store::direct::DirectWriter;
 use rocmx_store::{nar, Encoding, Hash, HashAlgo, HashingWriter, LocalStore, PathInfo, StorePath};
 
 use crate::info::CacheInfo;
@@ -89,9 +90,9 @@ fn compress(
         None => tempfile::NamedTempFile::new(),
     }
     .map_err(io_err("creating a temporary file for the NAR of"))?;
+    // Straight to the disk: the file is synced before it is renamed into the cache.
     let out = HashingWriter::new(
-        BufWriter::with_capacity(
-            1 << 20,
+        DirectWriter::new(
             tmp.as_file()
                 .try_clone()
                 .map_err(io_err("writing the NAR of"))?,
@@ -110,9 +111,9 @@ fn compress(
         file: p.to_absolute(),
         source: io::Error::other(e.to_string()),
     })?;
-    let mut out = z.finish().map_err(io_err("compressing the NAR of"))?;
-    out.flush().map_err(io_err("writing the NAR of"))?;
-    let (_, file_hash, file_size) = out.finish();
+    let out = z.finish().map_err(io_err("compressing the NAR of"))?;
+    let (w, file_hash, file_size) = out.finish();
+    w.finish().map_err(io_err("writing the NAR of"))?;
     Ok((tmp, file_hash, file_size, nar_size))
 }
 

@@ -31,6 +31,7 @@
 //! ```
 
 pub mod derivation;
+pub mod direct;
 pub mod hash;
 pub mod local;
 pub mod modulo;

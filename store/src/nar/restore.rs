@@ -12,15 +12,10 @@
 //!
 //! # Direct writes
 //!
-//! [`restore_direct`] writes the bulk of large files (at least [`DIRECT_MIN`] bytes)
-//! with `O_DIRECT`, in aligned chunks of [`DIRECT_CHUNK`] bytes, and only the unaligned
-//! tail through the page cache. It is for callers that make the tree durable before
-//! using it (importing into the store): the data has to reach the disk anyway, and
-//! going there directly saves copying it into the page cache first, which is most of
-//! the cost of a big restore (on a VM, first-touching the page cache's memory costs
-//! more than the disk write; measured: 600 MiB buffered 1.4 s of system time, direct
-//! 0.35 s and almost none). A filesystem that refuses `O_DIRECT` (tmpfs) gets buffered
-//! writes.
+//! [`restore_direct`] writes large files (at least [`DIRECT_MIN`] bytes) through a
+//! [`DirectWriter`] (`O_DIRECT`, see [`crate::direct`]). It is for callers that make
+//! the tree durable before using it (importing into the store): the data has to reach
+//! the disk anyway.
 
 use std::collections::HashSet;
 use std::ffi::OsStr;
@@ -31,14 +26,31 @@ use std::path::{Path, PathBuf};
 
 use super::reader::{parse, Contents, NarVisitor};
 use super::NarError;
+use crate::direct::DirectWriter;
 
 /// Files at least this large are written directly by [`restore_direct`].
 pub const DIRECT_MIN: u64 = 1 << 20;
-/// The size of one direct write.
-pub const DIRECT_CHUNK: usize = 4 << 20;
-/// The alignment of direct writes (memory, length and file offset): the largest
-/// logical block size in use.
-const DIRECT_ALIGN: usize = 4096;
+
+/// Where a regular file's bytes go.
+enum Out {
+    Plain(fs::File),
+    Direct(DirectWriter),
+}
+
+impl Write for Out {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        match self {
+            Out::Plain(f) => f.write(b),
+            Out::Direct(w) => w.write(b),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Out::Plain(f) => f.flush(),
+            Out::Direct(w) => w.flush(),
+        }
+    }
+}
 
 /// Creates the archive's nodes under `dest`.
 struct Restorer<'a> {
@@ -49,8 +61,6 @@ struct Restorer<'a> {
     buf: Vec<u8>,
     /// Write large files with `O_DIRECT` (turned off when the filesystem refuses it).
     direct: bool,
-    /// [`DIRECT_CHUNK`] bytes plus room to align them.
-    aligned: Vec<u8>,
 }
 
 impl Restorer<'_> {
@@ -88,72 +98,6 @@ impl Restorer<'_> {
     }
 }
 
-impl Restorer<'_> {
-    /// Writes `contents` to `file` (opened with `O_DIRECT`): whole aligned chunks
-    /// directly, the tail (and everything after a refused direct write) buffered.
-    fn write_direct(
-        &mut self,
-        mut file: fs::File,
-        abs: &Path,
-        contents: &mut Contents<'_>,
-    ) -> Result<(), NarError> {
-        if self.aligned.is_empty() {
-            self.aligned.resize(DIRECT_CHUNK + DIRECT_ALIGN, 0);
-        }
-        let off = self.aligned.as_ptr().align_offset(DIRECT_ALIGN);
-        let buf = &mut self.aligned[off..off + DIRECT_CHUNK];
-        let mut direct = true;
-        loop {
-            // Fill the chunk: only full chunks keep the file offset aligned.
-            let mut filled = 0;
-            while filled < buf.len() {
-                match contents.read(&mut buf[filled..]) {
-                    Ok(0) => break,
-                    Ok(n) => filled += n,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(Self::fail(abs)(e)),
-                }
-            }
-            if filled == 0 {
-                return Ok(());
-            }
-            let mut done = 0;
-            if direct {
-                let whole = filled / DIRECT_ALIGN * DIRECT_ALIGN;
-                while done < whole {
-                    match file.write(&buf[done..whole]) {
-                        Ok(0) => break,
-                        // A short write leaves an aligned offset only if it was aligned.
-                        Ok(n) if n % DIRECT_ALIGN == 0 => done += n,
-                        Ok(n) => {
-                            done += n;
-                            break;
-                        }
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) => {
-                            break
-                        }
-                        Err(e) => return Err(Self::fail(abs)(e)),
-                    }
-                }
-                if done < filled {
-                    // The tail, or a direct write refused: the page cache from here on.
-                    let flags = rustix::fs::fcntl_getfl(&file)
-                        .map_err(|e| Self::fail(abs)(e.into()))?;
-                    rustix::fs::fcntl_setfl(&file, flags - rustix::fs::OFlags::DIRECT)
-                        .map_err(|e| Self::fail(abs)(e.into()))?;
-                    direct = false;
-                }
-            }
-            file.write_all(&buf[done..filled])
-                .map_err(Self::fail(abs))?;
-            if filled < buf.len() {
-                return Ok(());
-            }
-        }
-    }
-}
-
 impl NarVisitor for Restorer<'_> {
     fn directory(&mut self, rel: &Path) -> Result<(), NarError> {
         let abs = self.target(rel)?;
@@ -171,33 +115,21 @@ impl NarVisitor for Restorer<'_> {
         contents: &mut Contents<'_>,
     ) -> Result<(), NarError> {
         let abs = self.target(rel)?;
-        let mode = if executable { 0o755 } else { 0o644 };
-        if self.direct && size >= DIRECT_MIN {
-            let direct = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(mode)
-                .custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32)
-                .open(&abs);
-            match direct {
-                Ok(file) => {
-                    self.mark_root(rel);
-                    return self.write_direct(file, &abs, contents);
-                }
-                // The filesystem does not do direct writes: buffered from now on.
-                Err(e) if e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) => {
-                    self.direct = false;
-                }
-                Err(e) => return Err(Self::fail(&abs)(e)),
-            }
-        }
-        let mut file = OpenOptions::new()
+        let file = OpenOptions::new()
             .write(true)
             .create_new(true)
-            .mode(mode)
+            .mode(if executable { 0o755 } else { 0o644 })
             .open(&abs)
             .map_err(Self::fail(&abs))?;
         self.mark_root(rel);
+        let mut file = if self.direct && size >= DIRECT_MIN {
+            let w = DirectWriter::new(file);
+            // The filesystem does not do direct writes: do not ask again.
+            self.direct = w.is_direct();
+            Out::Direct(w)
+        } else {
+            Out::Plain(file)
+        };
         if self.buf.is_empty() {
             self.buf.resize(256 * 1024, 0);
         }
@@ -209,6 +141,9 @@ impl NarVisitor for Restorer<'_> {
                 Err(e) => return Err(Self::fail(&abs)(e)),
             };
             file.write_all(&self.buf[..n]).map_err(Self::fail(&abs))?;
+        }
+        if let Out::Direct(w) = file {
+            w.finish().map_err(Self::fail(&abs))?;
         }
         Ok(())
     }
@@ -247,7 +182,6 @@ fn restore_with<R: Read>(reader: R, dest: &Path, direct: bool) -> Result<u64, Na
         created_root: false,
         buf: Vec::new(),
         direct,
-        aligned: Vec::new(),
     };
     let result = parse(reader, &mut r);
     if result.is_err() && r.created_root {
@@ -274,7 +208,6 @@ mod tests {
             created_root: false,
             buf: Vec::new(),
             direct: false,
-            aligned: Vec::new(),
         };
         r.directory(Path::new("")).expect("root");
         r.symlink(Path::new("a"), outside.as_os_str())
