@@ -91,7 +91,8 @@ fn compress(
     }
     .map_err(io_err("creating a temporary file for the NAR of"))?;
     // Straight to the disk: the file is synced before it is renamed into the cache.
-    let out = HashingWriter::new(
+    // Hashed on this thread: zstd's workers have the cores.
+    let out = HashingWriter::serial(
         DirectWriter::new(
             tmp.as_file()
                 .try_clone()

@@ -378,13 +378,16 @@ pub const BLAKE3_BUFFER: usize = 1024 * 1024;
 pub struct Blake3Hasher {
     inner: blake3::Hasher,
     buf: Vec<u8>,
+    /// Whether large inputs go to rayon (see [`Hasher::serial`]).
+    parallel: bool,
 }
 
 impl Blake3Hasher {
-    fn new() -> Self {
+    fn new(parallel: bool) -> Self {
         Blake3Hasher {
             inner: blake3::Hasher::new(),
             buf: Vec::new(),
+            parallel,
         }
     }
 
@@ -397,6 +400,10 @@ impl Blake3Hasher {
     }
 
     fn update(&mut self, data: &[u8]) {
+        if !self.parallel {
+            self.inner.update(data);
+            return;
+        }
         if data.len() >= RAYON_THRESHOLD {
             if !self.buf.is_empty() {
                 Self::absorb(&mut self.inner, &self.buf);
@@ -441,11 +448,21 @@ impl Hasher {
     /// A fresh hasher for `algo`.
     pub fn new(algo: HashAlgo) -> Hasher {
         match algo {
-            HashAlgo::Blake3 => Hasher::Blake3(Box::new(Blake3Hasher::new())),
+            HashAlgo::Blake3 => Hasher::Blake3(Box::new(Blake3Hasher::new(true))),
             HashAlgo::Sha256 => Hasher::Sha256(sha2::Sha256::new()),
             HashAlgo::Sha1 => Hasher::Sha1(sha1::Sha1::new()),
             HashAlgo::Md5 => Hasher::Md5(md5::Md5::new()),
             HashAlgo::Sha512 => Hasher::Sha512(sha2::Sha512::new()),
+        }
+    }
+
+    /// A hasher for `algo` that stays on the calling thread: for a stream that is
+    /// already one stage of a pipeline whose other stages keep the cores busy
+    /// (imports, pushes), where BLAKE3's rayon workers would only spin beside them.
+    pub fn serial(algo: HashAlgo) -> Hasher {
+        match algo {
+            HashAlgo::Blake3 => Hasher::Blake3(Box::new(Blake3Hasher::new(false))),
+            other => Hasher::new(other),
         }
     }
 
@@ -517,6 +534,15 @@ impl<W: Write> HashingWriter<W> {
         }
     }
 
+    /// Wraps `inner`, hashing with [`Hasher::serial`].
+    pub fn serial(inner: W, algo: HashAlgo) -> Self {
+        HashingWriter {
+            inner,
+            hasher: Hasher::serial(algo),
+            count: 0,
+        }
+    }
+
     /// Bytes written so far.
     pub fn count(&self) -> u64 {
         self.count
@@ -547,6 +573,31 @@ mod tests {
 
     const SHA256_EMPTY_HEX: &str =
         "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+
+    #[test]
+    fn serial_and_parallel_blake3_agree_on_every_write_pattern() {
+        let data: Vec<u8> = (0..3 * BLAKE3_BUFFER + 12_345)
+            .map(|i| (i * 7) as u8)
+            .collect();
+        let want = blake3::hash(&data);
+        for piece in [
+            1,
+            4096,
+            RAYON_THRESHOLD - 1,
+            RAYON_THRESHOLD,
+            BLAKE3_BUFFER + 3,
+        ] {
+            for mut h in [
+                Hasher::new(HashAlgo::Blake3),
+                Hasher::serial(HashAlgo::Blake3),
+            ] {
+                for c in data.chunks(piece) {
+                    h.update(c);
+                }
+                assert_eq!(h.finish().as_bytes(), want.as_bytes(), "{piece}");
+            }
+        }
+    }
 
     #[test]
     fn digests_of_literal_inputs() {

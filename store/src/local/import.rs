@@ -130,7 +130,8 @@ impl LocalStore {
         let content = tmp.path().join("content");
         let mut tee = Tee {
             inner: nar,
-            blake3: Hasher::new(HashAlgo::Blake3),
+            // The decompressing thread has the other core.
+            blake3: Hasher::serial(HashAlgo::Blake3),
             extra: match kind {
                 Kind::Fixed(IngestionMethod::Nar, algo) if algo != HashAlgo::Blake3 => {
                     Some(Hasher::new(algo))
