@@ -68,11 +68,11 @@ enum Command {
     Gfx(cmd::gfx::GfxArgs),
     /// Debian packages: `lock` pins a suite's packages (with dependencies) for a build root.
     Debian(cmd::debian::DebianArgs),
-    /// Copy closures to (`--to URL`) or from (`--from URL`) a binary cache (file:///DIR).
+    /// Copy closures to (`--to URL`) or from (`--from URL`) a binary cache (file:///DIR, http(s)://HOST/PREFIX).
     Copy(cmd::copy::CopyArgs),
     /// Signing keys for binary caches: `generate NAME --secret-key-file PATH`.
     Key(cmd::key::KeyArgs),
-    /// Serve the local store as a binary cache over HTTP (read-only).
+    /// Serve the local store as a binary cache over HTTP (read-only, or `--writable` with a token).
     Serve(cmd::serve::ServeArgs),
 }
 
