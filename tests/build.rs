@@ -389,7 +389,10 @@ fn dry_run_builds_nothing() {
     assert!(strings(&plan["build"]).is_empty(), "{plan}");
     // The goal is valid, so its inputs are not needed at all (as in Nix).
     assert_eq!(strings(&plan["valid"]).len(), 1, "{plan}");
-    assert!(strings(&plan["valid"])[0].ends_with("chain-c.drv"), "{plan}");
+    assert!(
+        strings(&plan["valid"])[0].ends_with("chain-c.drv"),
+        "{plan}"
+    );
 }
 
 #[test]

@@ -27,8 +27,8 @@ pub mod par;
 pub mod pipe;
 pub mod pull;
 pub mod push;
-pub mod receive;
 pub mod realisation;
+pub mod receive;
 pub mod serve;
 pub mod transport;
 

@@ -1160,6 +1160,69 @@ mod tests {
     }
 
     #[test]
+    fn fetches_show_paths_and_bytes() {
+        let (pr, buf) = live(false, 100);
+        let (a, b) = (p(A), p(B));
+        pr.event(&Event::Fetching {
+            paths: vec![a.clone(), b.clone()],
+            download: 3 << 20,
+            unpacked: 8 << 20,
+        });
+        pr.event(&Event::Downloaded {
+            path: a.clone(),
+            bytes: 1 << 20,
+        });
+        let s = screen(&buf.bytes());
+        assert_eq!(
+            s,
+            [
+                "fetching 2 paths (3.00 MiB download, 8.00 MiB unpacked)",
+                "[done 0/0, running 0, queued 0, failed 0, fetched 0/2 paths 1.00 MiB/3.00 MiB]",
+            ]
+        );
+        pr.event(&Event::Fetched {
+            path: a.clone(),
+            source: "file:///c".into(),
+            bytes: 1 << 20,
+        });
+        pr.event(&Event::Fetched {
+            path: b.clone(),
+            source: "file:///c".into(),
+            bytes: 2 << 20,
+        });
+        pr.finish();
+        let s = screen(&buf.bytes());
+        assert_eq!(s.len(), 3, "{s:?}");
+        assert_eq!(s[1], format!("fetched {} (1.00 MiB)", a.name()));
+
+        // Plain and JSON forms.
+        for (format, want) in [
+            (
+                LogFormat::Plain,
+                format!("fetched {a} from file:///c (1.00 MiB)"),
+            ),
+            (
+                LogFormat::Json,
+                format!(
+                    r#"{{"action":"fetched","path":"{}","source":"file:///c","bytes":1048576}}"#,
+                    a.to_absolute()
+                ),
+            ),
+        ] {
+            let buf = Buf::default();
+            let pr = Progress::new(format, false, Box::new(buf.clone()), false);
+            pr.event(&Event::Fetched {
+                path: a.clone(),
+                source: "file:///c".into(),
+                bytes: 1 << 20,
+            });
+            pr.finish();
+            let text = String::from_utf8(buf.bytes()).unwrap();
+            assert!(text.contains(&want), "{text}");
+        }
+    }
+
+    #[test]
     fn bar_live() {
         let (pr, buf) = live(true, 80);
         let ev = events();
