@@ -20,6 +20,7 @@
 //! keys, the NAR against the narinfo's `FileHash` and `NarHash`, and the restored tree
 //! against its content-addressed store path, before anything is registered.
 
+pub mod frames;
 pub mod info;
 pub mod keys;
 pub mod narinfo;

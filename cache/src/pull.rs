@@ -268,15 +268,14 @@ pub fn fetch_one(
         inner: stream,
         count: count.clone(),
     });
+    // Downloading and decompressing run on their own threads (every core for framed
+    // zstd, see `frames`), ahead of the restore.
     let decoded: Box<dyn Read + Send> = match ni.compression {
-        Compression::None => stream,
-        Compression::Zstd => Box::new(zstd::stream::read::Decoder::new(stream).map_err(|e| {
-            CacheError::Protocol(format!("cache '{}': {}: {e}", cache.url(), ni.url))
-        })?),
+        Compression::None => Box::new(crate::pipe::read_ahead(stream)),
+        Compression::Zstd => Box::new(crate::frames::decoder(stream, 0)),
     };
-    // Downloading and decompressing run on their own thread, ahead of the restore.
     let mut reader = Reporting {
-        inner: crate::pipe::read_ahead(decoded),
+        inner: decoded,
         count,
         reported: 0,
         on_bytes,

@@ -16,6 +16,7 @@ use std::io;
 use rocmx_store::direct::DirectWriter;
 use rocmx_store::{nar, Encoding, Hash, HashAlgo, HashingWriter, LocalStore, PathInfo, StorePath};
 
+use crate::frames;
 use crate::info::CacheInfo;
 use crate::keys::SecretKey;
 use crate::narinfo::{Compression, NarInfo};
@@ -91,7 +92,7 @@ fn compress(
     }
     .map_err(io_err("creating a temporary file for the NAR of"))?;
     // Straight to the disk: the file is synced before it is renamed into the cache.
-    // Hashed on this thread: zstd's workers have the cores.
+    // Hashed on the writing thread: the compressing threads have the cores.
     let out = HashingWriter::serial(
         DirectWriter::new(
             tmp.as_file()
@@ -100,19 +101,32 @@ fn compress(
         ),
         HashAlgo::Blake3,
     );
-    let mut z = zstd::stream::write::Encoder::new(out, opts.level)
-        .map_err(io_err("compressing the NAR of"))?;
-    let t = threads(opts.threads);
-    if t > 1 {
-        z.multithread(t).map_err(io_err("compressing the NAR of"))?;
+    // Independent frames, made on every core (see `frames`): fetching decodes them on
+    // every core too.
+    let mut dump_error = None;
+    let compressed = frames::compress_framed(
+        opts.level,
+        threads(opts.threads) as usize,
+        |w| {
+            nar::dump_path(&store.real_path(p), w)
+                .map(|_| ())
+                .map_err(|e| {
+                    let msg = e.to_string();
+                    dump_error = Some(e);
+                    io::Error::other(msg)
+                })
+        },
+        out,
+    );
+    if let Some(e) = dump_error {
+        return Err(CacheError::Io {
+            cache: cache.url().to_string(),
+            what: "reading the local",
+            file: p.to_absolute(),
+            source: io::Error::other(e.to_string()),
+        });
     }
-    let nar_size = nar::dump_path(&store.real_path(p), &mut z).map_err(|e| CacheError::Io {
-        cache: cache.url().to_string(),
-        what: "reading the local",
-        file: p.to_absolute(),
-        source: io::Error::other(e.to_string()),
-    })?;
-    let out = z.finish().map_err(io_err("compressing the NAR of"))?;
+    let (out, nar_size) = compressed.map_err(io_err("compressing the NAR of"))?;
     let (w, file_hash, file_size) = out.finish();
     w.finish().map_err(io_err("writing the NAR of"))?;
     Ok((tmp, file_hash, file_size, nar_size))
