@@ -325,8 +325,9 @@ fn handle(
     );
 }
 
-/// Reads what is left of the request's body. (Dropping a request whose body was not
-/// read makes tiny_http read the rest into one buffer as large as the rest.)
+/// Reads what is left of the request's body, so that the connection can carry the
+/// next request (tiny_http would do the same when the request is dropped; the
+/// vendored copy does it with a bounded buffer, see vendor/tiny_http/Cargo.toml).
 fn drain(req: &mut tiny_http::Request) {
     let _ = io::copy(req.as_reader(), &mut io::sink());
 }
