@@ -35,6 +35,9 @@
 //! trusted-public-keys = cache-1:BASE64 other-1:BASE64
 //! secret-key-files = /etc/rocmx/cache-1.secret   # sign what is pushed
 //! access-tokens = cache.example.org:8080=TOKEN    # push to rocmx serve --writable
+//!
+//! keep-derivations = true     # gc keeps the .drv of every live path (default true)
+//! keep-outputs = false        # gc keeps the outputs of every live .drv (default false)
 //! ```
 //!
 //! Sizes are bytes, or a number with `K`, `M`, `G` or `T` (powers of 1024). Without a
@@ -49,7 +52,7 @@ use rocmx_builder::fetchurl::{strip_comment, Mirrors};
 use rocmx_builder::realise::BuildOptions;
 
 /// The settings of the `NAME = VALUE` form (all but `mirror.NAME`).
-pub const SETTINGS: [&str; 12] = [
+pub const SETTINGS: [&str; 14] = [
     "substituters",
     "trusted-public-keys",
     "secret-key-files",
@@ -62,6 +65,8 @@ pub const SETTINGS: [&str; 12] = [
     "download-size-limit",
     "connect-timeout",
     "stalled-download-timeout",
+    "keep-derivations",
+    "keep-outputs",
 ];
 
 /// The configuration files that apply, in the order they are read.
@@ -166,6 +171,13 @@ impl Config {
             .map(|(_, v, _)| v.as_str())
     }
 
+    /// The boolean setting `name` (`true` or `false`), or `default` when it is not set.
+    pub fn flag(&self, name: &str, default: bool) -> Result<bool, String> {
+        self.value(name)
+            .map_or(Ok(default), parse_bool)
+            .map_err(|e| format!("{name}: {e}"))
+    }
+
     /// The keys of the files `secret-key-files` names (white-space separated); an
     /// unreadable or malformed file is an error naming it.
     pub fn secret_keys(&self) -> Result<Vec<rocmx_cache::keys::SecretKey>, String> {
@@ -214,6 +226,15 @@ fn parse_secs(value: &str) -> Result<Option<Duration>, String> {
     Ok((n > 0).then(|| Duration::from_secs(n)))
 }
 
+/// `true` or `false`, as Nix writes booleans.
+fn parse_bool(value: &str) -> Result<bool, String> {
+    match value {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(format!("expected true or false, found '{value}'")),
+    }
+}
+
 /// Bytes, or a number with a K, M, G or T suffix (powers of 1024).
 pub fn parse_size(value: &str) -> Result<u64, String> {
     let bad = || format!("expected a size such as 4096, 512M or 2G, found '{value}'");
@@ -242,6 +263,10 @@ fn apply_setting(opts: &mut BuildOptions, name: &str, value: &str) -> Result<(),
         "substituters" | "trusted-public-keys" | "secret-key-files" => {}
         "access-tokens" => {
             rocmx_cache::transport::AccessTokens::parse(value)?;
+        }
+        // Garbage collection: read by `rocmx store gc` ([`Config::flag`]).
+        "keep-derivations" | "keep-outputs" => {
+            parse_bool(value)?;
         }
         "timeout" => opts.timeout = parse_secs(value)?,
         "max-silent-time" => opts.max_silent = parse_secs(value)?,
@@ -338,6 +363,18 @@ mod tests {
         assert!(e.contains("expected a size such as"), "{e}");
         let e = config("mirror.x =\n").err().unwrap();
         assert!(e.contains("line 1"), "{e}");
+    }
+
+    #[test]
+    fn gc_flags_default_and_are_checked() {
+        let mut c = config("keep-outputs = true\n").unwrap();
+        assert_eq!(c.flag("keep-derivations", true), Ok(true));
+        assert_eq!(c.flag("keep-outputs", false), Ok(true));
+        c.add_options(&["keep-derivations".into(), "false".into()])
+            .unwrap();
+        assert_eq!(c.flag("keep-derivations", true), Ok(false));
+        let e = config("keep-outputs = yes\n").err().unwrap();
+        assert!(e.contains("expected true or false"), "{e}");
     }
 
     #[test]

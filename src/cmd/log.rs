@@ -1,21 +1,25 @@
 //! `rocmx log DRV|OUTPUT-PATH`: prints the stored build log of a derivation.
 //!
-//! Owns: finding the log (a `.drv` path names it directly; an output path, or a
-//! `result` link, stands for the derivation recorded as its deriver) and writing it,
-//! decompressed (logs are stored zstd-compressed by the realiser), to standard output.
+//! Owns: finding the log and writing it, decompressed (logs are stored zstd-compressed by
+//! the realiser, as `<state>/log/<drv hash part>.log.zst`), to standard output. A `.drv`
+//! path names its log by its hash part alone, so the log is found after a `gc` deleted the
+//! `.drv` (the logical path of a deleted derivation, as a failed build prints it, works);
+//! an output path, or a `result` link, stands for the derivation recorded as its deriver.
+//! When no log is stored the error says so and why that may be.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
+use rocmx_store::{LocalStore, StorePath};
 
-use super::derivation::drv_of;
-use super::path_info::{exit_code, open_store, Fail};
+use super::path_info::{exit_code, not_valid_msg, open_store, store_msg, store_path_arg, Fail};
 use super::StoreOpt;
 
 #[derive(Args, Debug)]
 pub struct LogArgs {
-    /// A `.drv` store path, an output path, or a `result` link.
+    /// A `.drv` store path (it need not be in the store any more), an output path, or a
+    /// `result` link.
     #[arg(value_name = "DRV|OUTPUT-PATH")]
     path: PathBuf,
 }
@@ -31,7 +35,7 @@ fn run_inner(a: &LogArgs, s: &StoreOpt) -> Result<(), Fail> {
     let file = match std::fs::File::open(&log) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(Fail::Msg(format!("no build log of '{drv}' is stored")))
+            return Err(Fail::Msg(no_log_msg(&store, &drv)))
         }
         Err(e) => return Err(Fail::Msg(format!("reading '{}': {e}", log.display()))),
     };
@@ -44,4 +48,40 @@ fn run_inner(a: &LogArgs, s: &StoreOpt) -> Result<(), Fail> {
         }
     })?;
     out.flush().map_err(|e| Fail::write(&e))
+}
+
+/// The derivation whose log `p` asks for: `p` itself when it is a `.drv` path, valid or
+/// not (its log is named by its hash part), else the recorded deriver of the valid path.
+fn drv_of(store: &LocalStore, p: &Path) -> Result<StorePath, Fail> {
+    let sp = store_path_arg(store, p)?;
+    if sp.is_derivation() {
+        return Ok(sp);
+    }
+    match store.path_info(&sp).map_err(|e| Fail::Msg(store_msg(&e)))? {
+        Some(info) => info.deriver.ok_or_else(|| {
+            Fail::Msg(format!(
+                "path '{sp}' was not built by a known derivation (it was added or copied \
+                 into the store), so it has no build log"
+            ))
+        }),
+        None => Err(Fail::Msg(not_valid_msg(store, &sp))),
+    }
+}
+
+/// Why there is no log of `drv`.
+fn no_log_msg(store: &LocalStore, drv: &StorePath) -> String {
+    let why = match store.is_valid(drv) {
+        Ok(true) => {
+            "it was not built in this store (its outputs were already valid or came \
+             from a binary cache), or its log was removed"
+        }
+        _ => {
+            "the derivation is not in this store either: it was never built here (check \
+             the path and --store), or its log was removed"
+        }
+    };
+    format!(
+        "no build log of '{drv}' is stored in the store at '{}'; {why}",
+        store.root().display()
+    )
 }

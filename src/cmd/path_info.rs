@@ -307,14 +307,85 @@ pub(crate) fn open_store(s: &StoreOpt) -> Result<LocalStore, Fail> {
 pub(crate) fn store_path_arg(store: &LocalStore, p: &Path) -> Result<StorePath, Fail> {
     match store.to_store_path(p) {
         Ok((sp, _sub)) => Ok(sp),
-        Err(StoreError::NotInStore { .. }) => Err(Fail::Msg(format!(
+        Err(StoreError::NotInStore { .. }) => Err(Fail::Msg(not_in_store_msg(store, p))),
+        Err(e) => Err(Fail::Msg(format!("'{}': {}", p.display(), store_msg(&e)))),
+    }
+}
+
+/// Why `p` designates no path of `store`: Nix's "path '…' is not in the store", or, when
+/// `p` (or a symlink on its way) leads to `<root>/store/<hash>-<name>` under another
+/// root — a `result` link made with another `--store` — that root and how to use it.
+pub(crate) fn not_in_store_msg(store: &LocalStore, p: &Path) -> String {
+    match other_store_root(store, p) {
+        Some(other) => {
+            let phys = other.join("store");
+            let phys = std::fs::canonicalize(&phys).unwrap_or(phys);
+            format!(
+                "'{}' points into the store at {} (physically {}), not into this one (at \
+                 {}, physically {}); use --store {} or ROCMX_STORE={}",
+                p.display(),
+                other.display(),
+                phys.display(),
+                store.root().display(),
+                store.store_dir().display(),
+                other.display(),
+                other.display()
+            )
+        }
+        None => format!(
             "path '{}' is not in the store ({}, physically '{}')",
             p.display(),
             rocmx_store::STORE_DIR,
             store.store_dir().display()
-        ))),
-        Err(e) => Err(Fail::Msg(format!("'{}': {}", p.display(), store_msg(&e)))),
+        ),
     }
+}
+
+/// The root of another store that `p` points into: the first path on the chain of
+/// symlinks from `p` (then `p` with every symlink resolved) of the shape
+/// `<root>/store/<hash>-<name>[/…]`, when `<root>/store` is not `store`'s directory.
+fn other_store_root(store: &LocalStore, p: &Path) -> Option<PathBuf> {
+    let canon = |d: &Path| std::fs::canonicalize(d).unwrap_or_else(|_| d.to_path_buf());
+    let ours = canon(store.store_dir());
+    let other = |path: &Path| {
+        store_root_of(path)
+            .map(|r| canon(&r))
+            .filter(|r| canon(&r.join("store")) != ours)
+    };
+    let mut cur = std::path::absolute(p).ok()?;
+    for _ in 0..40 {
+        if let Some(r) = other(&cur) {
+            return Some(r);
+        }
+        match std::fs::symlink_metadata(&cur) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let target = std::fs::read_link(&cur).ok()?;
+                cur = match cur.parent() {
+                    Some(parent) => parent.join(target),
+                    None => target,
+                };
+            }
+            _ => break,
+        }
+    }
+    std::fs::canonicalize(p).ok().and_then(|c| other(&c))
+}
+
+/// `<root>` when `path` is `<root>/store/<hash>-<name>[/…]` (the first such split).
+fn store_root_of(path: &Path) -> Option<PathBuf> {
+    use std::path::Component;
+    let comps: Vec<Component<'_>> = path.components().collect();
+    comps.windows(2).enumerate().find_map(|(i, w)| match w {
+        [Component::Normal(dir), Component::Normal(base)]
+            if *dir == "store"
+                && base
+                    .to_str()
+                    .is_some_and(|b| StorePath::from_base_name(b).is_ok()) =>
+        {
+            Some(comps[..i].iter().collect())
+        }
+        _ => None,
+    })
 }
 
 /// Fails with Nix's "path '…' is not valid" unless `p` is valid.
@@ -369,6 +440,21 @@ mod tests {
         assert_eq!(topo_sort(&all, get), vec![a.clone(), b.clone(), c.clone()]);
         let some: BTreeSet<StorePath> = [a.clone(), c.clone()].into();
         assert_eq!(topo_sort(&some, get), vec![c, a]);
+    }
+
+    #[test]
+    fn store_roots_are_found_before_store_and_a_path_name() {
+        let h = "v".repeat(32);
+        assert_eq!(
+            store_root_of(Path::new(&format!("/tmp/s/store/{h}-a/bin/x"))),
+            Some(PathBuf::from("/tmp/s"))
+        );
+        assert_eq!(
+            store_root_of(Path::new(&format!("/store/{h}-a"))),
+            Some(PathBuf::from("/"))
+        );
+        assert_eq!(store_root_of(Path::new("/tmp/s/store/not-a-path")), None);
+        assert_eq!(store_root_of(Path::new("/tmp/store")), None);
     }
 
     #[test]

@@ -6,9 +6,11 @@
 //!
 //! - `add PATH…` prints one store path per argument, in order, as each is added (named
 //!   after the file name of PATH).
-//! - `gc [--dry-run] [--max-freed BYTES]` prints each deleted (or, dry, deletable) path,
-//!   then `N store paths deleted, X MiB freed` (`… would be deleted, X MiB would be
-//!   freed`). Crash leftovers it removes are named on standard error.
+//! - `gc [--dry-run] [--max-freed BYTES] [--option NAME VALUE]` prints each deleted (or,
+//!   dry, deletable) path, then `N store paths deleted, X MiB freed` (`… would be deleted,
+//!   X MiB would be freed`). Crash leftovers it removes are named on standard error. The
+//!   settings `keep-derivations` (default true: the `.drv` of a live path stays) and
+//!   `keep-outputs` (default false) come from `rocmx.conf` or `--option`.
 //! - `delete PATH…` deletes all or nothing: it refuses, naming the referrer or the root,
 //!   when a path is still referenced from outside the set or rooted; then prints the paths
 //!   and the same summary line as `gc`.
@@ -42,6 +44,11 @@ pub struct GcArgs {
     /// Stop once this many bytes are freed (a number, optionally with K, M, G or T).
     #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
     pub max_freed: Option<u64>,
+    /// Set a setting of rocmx.conf for this command: `--option keep-derivations false`
+    /// lets the `.drv` files of live paths go, `--option keep-outputs true` keeps the
+    /// outputs of live `.drv` files; may be repeated.
+    #[arg(long = "option", num_args = 2, value_names = ["NAME", "VALUE"], action = clap::ArgAction::Append)]
+    pub option: Vec<String>,
 }
 
 #[derive(Args, Debug)]
@@ -149,12 +156,18 @@ pub fn gc(a: GcArgs, s: &StoreOpt) -> i32 {
 }
 
 fn gc_inner(a: &GcArgs, s: &StoreOpt) -> Result<(), Fail> {
+    let mut cfg = crate::config::read().map_err(Fail::Msg)?;
+    cfg.add_options(&a.option).map_err(Fail::Msg)?;
+    let keep_derivations = cfg.flag("keep-derivations", true).map_err(Fail::Msg)?;
+    let keep_outputs = cfg.flag("keep-outputs", false).map_err(Fail::Msg)?;
     let store = open_store(s)?;
     let opts = GcOptions {
         dry_run: a.dry_run,
         max_freed: a.max_freed,
     };
-    let report = store.gc(&opts).map_err(|e| Fail::Msg(store_msg(&e)))?;
+    let report = store
+        .gc_keeping(&opts, keep_derivations, keep_outputs)
+        .map_err(|e| Fail::Msg(store_msg(&e)))?;
     for (entry, bytes) in &report.leftovers {
         let verb = if a.dry_run { "would remove" } else { "removed" };
         eprintln!(

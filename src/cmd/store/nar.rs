@@ -43,7 +43,9 @@ pub struct LsArgs {
     /// Show a directory itself rather than its entries.
     #[arg(short = 'd', long)]
     pub directory: bool,
-    /// The path to list (never followed if it is a symlink).
+    /// The path to list. A symlink given here (such as `result`) is followed, targets
+    /// under /rocmx/store looked up in the physical store root; symlinks inside the tree
+    /// are listed as links.
     pub path: PathBuf,
 }
 
@@ -165,8 +167,7 @@ pub fn ls(a: LsArgs, s: &StoreOpt) -> i32 {
 }
 
 fn ls_inner(a: &LsArgs, s: &StoreOpt) -> Result<(), Failure> {
-    let loc = locate(&a.path, s);
-    let meta = status(&loc)?;
+    let (loc, meta) = follow(locate(&a.path, s), &a.path, s)?;
     let is_dir = meta.is_dir();
     let rel = if is_dir && !a.directory {
         b".".to_vec()
@@ -292,10 +293,10 @@ pub fn cat(a: CatArgs, s: &StoreOpt) -> i32 {
     Failure::exit_code(cat_inner(&a, s))
 }
 
-fn cat_inner(a: &CatArgs, s: &StoreOpt) -> Result<(), Failure> {
-    // Follow symlinks in the last component ourselves, so that targets under /rocmx/store
-    // are mapped to the physical root too.
-    let mut loc = locate(&a.path, s);
+/// Follows `loc` (the argument `given`) while it is a symlink, ourselves, so that
+/// targets under /rocmx/store are mapped to the physical root too; gives where it ends
+/// and its `lstat`.
+fn follow(mut loc: Located, given: &Path, s: &StoreOpt) -> Result<(Located, Metadata), Failure> {
     let mut meta = status(&loc)?;
     let mut hops = 0;
     while meta.file_type().is_symlink() {
@@ -303,7 +304,7 @@ fn cat_inner(a: &CatArgs, s: &StoreOpt) -> Result<(), Failure> {
         if hops > MAX_SYMLINKS {
             return Err(Failure::msg(format!(
                 "'{}': too many levels of symbolic links",
-                a.path.display()
+                given.display()
             )));
         }
         let target = fs::read_link(&loc.physical)
@@ -316,6 +317,11 @@ fn cat_inner(a: &CatArgs, s: &StoreOpt) -> Result<(), Failure> {
         loc = locate(&next, s);
         meta = status(&loc)?;
     }
+    Ok((loc, meta))
+}
+
+fn cat_inner(a: &CatArgs, s: &StoreOpt) -> Result<(), Failure> {
+    let (loc, meta) = follow(locate(&a.path, s), &a.path, s)?;
     if meta.is_dir() {
         return Err(Failure::msg(format!(
             "'{}' is a directory",

@@ -417,6 +417,51 @@ pub fn all_refs(conn: &Connection, db: &Path) -> Result<Vec<(StorePath, StorePat
     Ok(out)
 }
 
+/// Every valid path that has a recorded deriver, as `(path, deriver)`; the deriver need
+/// not be valid.
+pub fn all_derivers(
+    conn: &Connection,
+    db: &Path,
+) -> Result<Vec<(StorePath, StorePath)>, StoreError> {
+    let mut stmt = conn
+        .prepare_cached("SELECT path, deriver FROM valid_paths WHERE deriver IS NOT NULL")
+        .map_err(err(db, "reading derivers"))?;
+    let rows = stmt
+        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+        .map_err(err(db, "reading derivers"))?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (p, d) = row.map_err(err(db, "reading derivers"))?;
+        out.push((parse_path("path", &p)?, parse_path("deriver", &d)?));
+    }
+    Ok(out)
+}
+
+/// Every recorded derivation output, as `(valid derivation, output path)`; the output
+/// need not be valid.
+pub fn all_derivation_outputs(
+    conn: &Connection,
+    db: &Path,
+) -> Result<Vec<(StorePath, StorePath)>, StoreError> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT v.path, o.path FROM derivation_outputs o JOIN valid_paths v ON v.id = o.drv",
+        )
+        .map_err(err(db, "reading derivation outputs"))?;
+    let rows = stmt
+        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+        .map_err(err(db, "reading derivation outputs"))?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (d, p) = row.map_err(err(db, "reading derivation outputs"))?;
+        out.push((
+            parse_path("path", &d)?,
+            parse_path("derivation output", &p)?,
+        ));
+    }
+    Ok(out)
+}
+
 /// Invalidates all of `paths` at once: their references first, then their rows, so that
 /// references among them (even cycles) do not stand in the way.
 pub fn invalidate_all(conn: &Connection, db: &Path, paths: &[StorePath]) -> Result<(), StoreError> {

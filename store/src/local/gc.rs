@@ -6,6 +6,13 @@
 //! root reaches through references; remove crash leftovers) and [`LocalStore::delete`]
 //! (delete given paths, refusing referenced or rooted ones).
 //!
+//! Besides references, liveness follows two more edges, as Nix's settings of the same
+//! names do ([`LocalStore::gc_keeping`]): with `keep-derivations` (the default) a live
+//! path keeps its recorded deriver (the `.drv` that built it, if valid) and so the
+//! deriver's closure, so that `rocmx derivation show result` still works after a
+//! collection; with `keep-outputs` (off by default) a live derivation keeps its recorded
+//! outputs.
+//!
 //! Must not: delete a path reachable from a root or from a live handle's temporary roots,
 //! or delete content before its row (rows go first, in a transaction, so a crash leaves
 //! at worst an unregistered entry, never a valid path without content). Both run under the
@@ -157,12 +164,14 @@ impl LocalStore {
     }
 
     /// The paths that must survive: closure of the roots and of the live temporary roots
-    /// of other handles. The caller holds the GC lock exclusively.
+    /// of other handles, through references and the `keep` edges. The caller holds the
+    /// GC lock exclusively.
     fn live_set(
         &self,
         clean: bool,
         valid: &BTreeSet<StorePath>,
-        refs: &BTreeMap<StorePath, BTreeSet<StorePath>>,
+        refs: &RefGraph,
+        keep: &RefGraph,
     ) -> Result<BTreeSet<StorePath>, StoreError> {
         let mut todo: Vec<StorePath> = self.find_roots(clean)?.into_values().collect();
         todo.extend(self.temp_roots.others()?.into_iter().map(|(p, _)| p));
@@ -171,11 +180,41 @@ impl LocalStore {
             if !valid.contains(&p) || !live.insert(p.clone()) {
                 continue;
             }
-            if let Some(rs) = refs.get(&p) {
-                todo.extend(rs.iter().filter(|r| !live.contains(*r)).cloned());
+            for edges in [refs, keep] {
+                if let Some(rs) = edges.get(&p) {
+                    todo.extend(rs.iter().filter(|r| !live.contains(*r)).cloned());
+                }
             }
         }
         Ok(live)
+    }
+
+    /// The edges besides references that keep paths alive: path → its deriver when
+    /// `keep_derivations`, derivation → its recorded outputs when `keep_outputs`. Targets
+    /// that are not valid are harmless (the walk skips them).
+    fn keep_edges(
+        &self,
+        keep_derivations: bool,
+        keep_outputs: bool,
+    ) -> Result<RefGraph, StoreError> {
+        let mut edges = RefGraph::new();
+        if !keep_derivations && !keep_outputs {
+            return Ok(edges);
+        }
+        self.with_read(|c, d| {
+            if keep_derivations {
+                for (p, drv) in db::all_derivers(c, d)? {
+                    edges.entry(p).or_default().insert(drv);
+                }
+            }
+            if keep_outputs {
+                for (drv, out) in db::all_derivation_outputs(c, d)? {
+                    edges.entry(drv).or_default().insert(out);
+                }
+            }
+            Ok(())
+        })?;
+        Ok(edges)
     }
 
     /// The valid paths and their references, from the database.
@@ -195,8 +234,23 @@ impl LocalStore {
 
     /// Deletes every valid path that no root reaches (nor a live handle's temporary root),
     /// referrers before their references, stopping once `max_freed` bytes are freed; also
-    /// removes crash leftovers from the store directory. A dry run only reports.
+    /// removes crash leftovers from the store directory. A dry run only reports. Derivers
+    /// of live paths are kept (Nix's defaults: `keep-derivations = true`, `keep-outputs =
+    /// false`); see [`LocalStore::gc_keeping`].
     pub fn gc(&self, opts: &GcOptions) -> Result<GcReport, StoreError> {
+        self.gc_keeping(opts, true, false)
+    }
+
+    /// [`LocalStore::gc`] with Nix's two settings: `keep_derivations` keeps the recorded
+    /// deriver of every live path (and, through its references, the deriver's closure:
+    /// input derivations and sources); `keep_outputs` keeps the recorded outputs of every
+    /// live derivation (and their closures). Both apply transitively.
+    pub fn gc_keeping(
+        &self,
+        opts: &GcOptions,
+        keep_derivations: bool,
+        keep_outputs: bool,
+    ) -> Result<GcReport, StoreError> {
         let _gc = lock::gc_lock(&self.state_dir, true)?;
         let mut report = GcReport::default();
         let enough = |r: &GcReport| opts.max_freed.is_some_and(|m| r.freed >= m);
@@ -213,7 +267,8 @@ impl LocalStore {
             report.freed += bytes;
             report.leftovers.push((entry, bytes));
         }
-        let live = self.live_set(!opts.dry_run, &valid, &refs)?;
+        let keep = self.keep_edges(keep_derivations, keep_outputs)?;
+        let live = self.live_set(!opts.dry_run, &valid, &refs, &keep)?;
         let dead: BTreeSet<StorePath> = valid.difference(&live).cloned().collect();
         for batch in deletion_order(&dead, &refs) {
             if enough(&report) {
@@ -404,6 +459,64 @@ mod tests {
             [a.clone(), b.clone(), c.clone(), x.clone(), y.clone()].into();
         let order = deletion_order(&dead, &refs);
         assert_eq!(order, vec![vec![c], vec![b], vec![a], vec![x, y]]);
+    }
+
+    /// A built output registered at `path` with `deriver`, recorded as its output `out`.
+    fn built(s: &LocalStore, dir: &Path, path: &StorePath, deriver: &StorePath) {
+        let scratch = dir.join(path.hash_part());
+        fs::write(&scratch, path.name()).expect("write");
+        fsutil::normalise_tree(&scratch).expect("normalise");
+        let (h, n) = crate::nar::hash_path(&scratch, crate::hash::HashAlgo::Blake3).expect("h");
+        s.register_built(&scratch, path, &BTreeSet::new(), h, n, Some(deriver), None)
+            .expect("register");
+        s.add_derivation_output(deriver, "out", path)
+            .expect("output");
+    }
+
+    #[test]
+    fn derivers_of_live_paths_are_kept_and_outputs_of_live_derivations_on_request() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let s = LocalStore::open(&tmp.path().join("root")).expect("open");
+        let none = BTreeSet::new();
+        let src = s.add_text("src", b"source", &none).expect("src");
+        let dep_drv = s
+            .add_text("dep.drv", b"dep", &[src.clone()].into())
+            .expect("dep.drv");
+        let drv = s
+            .add_text("top.drv", b"top", &[dep_drv.clone()].into())
+            .expect("top.drv");
+        let dep_out = sp('d', "dep");
+        let out = sp('a', "top");
+        built(&s, tmp.path(), &dep_out, &dep_drv);
+        built(&s, tmp.path(), &out, &drv);
+        s.add_root(&tmp.path().join("result"), &out).expect("root");
+        let gc = |kd: bool, ko: bool| -> BTreeSet<StorePath> {
+            let opts = GcOptions {
+                dry_run: true,
+                max_freed: None,
+            };
+            let r = s.gc_keeping(&opts, kd, ko).expect("gc");
+            r.deleted.into_iter().map(|(p, _)| p).collect()
+        };
+        // keep-derivations: the output keeps top.drv, whose closure is dep.drv and src;
+        // dep's output is garbage.
+        assert_eq!(gc(true, false), [dep_out.clone()].into());
+        // Both: dep.drv, live, keeps its output too.
+        assert_eq!(gc(true, true), BTreeSet::new());
+        // Neither: only the rooted output survives.
+        assert_eq!(
+            gc(false, false),
+            [src.clone(), dep_drv.clone(), drv.clone(), dep_out.clone()].into()
+        );
+        // keep-outputs alone: nothing roots a derivation, so nothing more is kept.
+        assert_eq!(gc(false, true), gc(false, false));
+        // The default is keep-derivations.
+        let r = s.gc(&GcOptions::default()).expect("gc");
+        assert_eq!(r.deleted.len(), 1);
+        assert_eq!(r.deleted[0].0, dep_out);
+        for p in [&src, &dep_drv, &drv, &out] {
+            assert!(s.is_valid(p).expect("valid"), "{p}");
+        }
     }
 
     #[test]
