@@ -46,6 +46,8 @@ struct Cli {
 enum Command {
     /// Evaluate an expression or file and print the result (like `nix-instantiate --eval`).
     Eval(cmd::eval::EvalArgs),
+    /// An interactive evaluator (like `nix repl`): `rocmx repl [FILE | FLAKEREF]`.
+    Repl(cmd::repl::ReplArgs),
     /// Work with the store: add, dump, restore, ls, cat, gc, delete, verify.
     Store(cmd::store::StoreArgs),
     /// Show metadata of store paths: NAR hash and size, references, closure size.
@@ -91,6 +93,7 @@ fn main() {
             let store = cmd::StoreOpt { root: cli.store };
             match cli.command {
                 Command::Eval(args) => cmd::eval::run(args, &store),
+                Command::Repl(args) => cmd::repl::run(args, &store),
                 Command::Store(args) => cmd::store::run(args, &store),
                 Command::PathInfo(args) => cmd::path_info::run(args, &store),
                 Command::Hash(args) => cmd::hash::run(args, &store),

@@ -616,6 +616,59 @@ fn build(
     Ok(code)
 }
 
+/// For `rocmx repl`'s `:b`: realises the derivations found in `v` (as `rocmx build`
+/// finds them) with the default options and the configuration, progress on
+/// standard error, no result links. Gives the outputs built (`out`, path); the
+/// inner `Err` is a build failure (the progress display has shown its log tail).
+pub(crate) fn build_value(
+    ev: &mut Evaluator,
+    eval_store: &LocalEvalStore,
+    store: &LocalStore,
+    v: &Value,
+) -> EResult<Result<Vec<(String, StorePath)>, String>> {
+    let mut targets = Vec::new();
+    collect(ev, v, &mut targets, true)?;
+    eval_store.flush()?;
+    let args = <BuildArgs as clap::Args>::augment_args(clap::Command::new("build"))
+        .try_get_matches_from(["build"])
+        .and_then(|m| <BuildArgs as clap::FromArgMatches>::from_arg_matches(&m))
+        .map_err(|e| eval_err(e.to_string()))?;
+    let opts = match options(&args) {
+        Ok(o) => o,
+        Err(Fail::Msg(m)) => return Ok(Err(m)),
+        Err(_) => return Ok(Err("the build options are invalid".into())),
+    };
+    let progress = Arc::new(Progress::stderr(args.log_format, false));
+    let mut realiser = Realiser::new(store, opts).with_events(progress.clone());
+    let goals: Vec<StorePath> = targets.iter().map(|t| t.drv.clone()).collect();
+    let results = realiser.realise_all(&goals);
+    progress.finish();
+    let mut built = Vec::new();
+    for (t, r) in targets.iter().zip(&results) {
+        let r = match r {
+            Ok(r) => r,
+            Err(e) => {
+                let logs: Vec<String> = realiser
+                    .failed()
+                    .iter()
+                    .map(|f| format!("'{f}' failed; its full log: rocmx log {f}"))
+                    .collect();
+                return Ok(Err(if logs.is_empty() {
+                    e.to_string()
+                } else {
+                    logs.join("\n")
+                }));
+            }
+        };
+        match selected(t, r) {
+            Ok(outs) => built.extend(outs.into_iter().map(|(n, p)| (n.clone(), p.clone()))),
+            Err(Fail::Msg(m)) => return Ok(Err(m)),
+            Err(_) => return Ok(Err(format!("building '{}' failed", t.drv))),
+        }
+    }
+    Ok(Ok(built))
+}
+
 /// `,"parameters":{…}` when a flake was evaluated, else nothing.
 fn params_field(params: Option<&serde_json::Value>) -> String {
     params

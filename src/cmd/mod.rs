@@ -15,6 +15,7 @@ pub mod licenses;
 pub mod log;
 pub mod path_info;
 pub mod progress;
+pub mod repl;
 pub mod serve;
 pub mod store;
 pub mod why_depends;

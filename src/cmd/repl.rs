@@ -1,0 +1,199 @@
+//! `rocmx repl [FILE | FLAKEREF]`: an interactive evaluator, like `nix repl`.
+//!
+//! Owns the command line, the two ways of reading input and the history file:
+//! on a terminal, a `rustyline` editor (history, multi-line input while an
+//! expression is incomplete, Tab completion, Ctrl-C cancels the line, Ctrl-D
+//! exits); otherwise lines from standard input, without prompt, so scripts and
+//! tests can drive it. What a line does is [`session`]'s; printing values is
+//! [`print`]'s, completion [`complete`]'s, `:doc`'s table [`docs`]'s.
+//!
+//! History: `$XDG_STATE_HOME/rocmx/repl-history` (else
+//! `~/.local/state/rocmx/repl-history`), read at start and appended after each
+//! line; a history that cannot be read or written is silently skipped.
+//!
+//! Exit code: 0 (`:q`, Ctrl-D or the end of the input), whatever failed on the
+//! way; 1 only when the terminal itself fails.
+
+mod complete;
+mod docs;
+mod print;
+mod session;
+
+use std::cell::RefCell;
+use std::io::{BufRead, IsTerminal};
+use std::path::PathBuf;
+use std::rc::Rc;
+
+use clap::Args;
+use rustyline::error::ReadlineError;
+use rustyline::history::DefaultHistory;
+use rustyline::{CompletionType, Config, Editor};
+
+use session::{Outcome, Session};
+
+#[derive(Args, Debug)]
+pub struct ReplArgs {
+    /// A file whose attribute set is loaded into scope (as `:l FILE`), or a
+    /// flake whose outputs are (as `:lf FLAKEREF`).
+    #[arg(value_name = "FILE|FLAKEREF")]
+    pub(crate) target: Option<String>,
+    /// Pass NAME = EXPR to a loaded file that is a function with formals.
+    #[arg(long = "arg", num_args = 2, value_names = ["NAME", "EXPR"], action = clap::ArgAction::Append)]
+    pub(crate) arg: Vec<String>,
+    /// Pass NAME = "STR" to a loaded file that is a function with formals.
+    #[arg(long = "argstr", num_args = 2, value_names = ["NAME", "STR"], action = clap::ArgAction::Append)]
+    pub(crate) argstr: Vec<String>,
+    /// Add a search path entry: DIR or NAME=DIR (used by `<NAME>`).
+    #[arg(short = 'I', long = "include", value_name = "PATH")]
+    pub(crate) include: Vec<String>,
+    /// Maximum depth of nested function calls before evaluation stops.
+    #[arg(long, value_name = "N", default_value_t = 20_000)]
+    pub(crate) max_call_depth: usize,
+    /// Show the chain of "while evaluating" frames on errors (`:te` toggles it).
+    #[arg(long)]
+    pub(crate) show_trace: bool,
+    #[command(flatten)]
+    pub(crate) flake: crate::flake::FlakeOpts,
+}
+
+const PROMPT: &str = "rocmx-repl> ";
+
+pub fn run(args: ReplArgs, store_opt: &super::StoreOpt) -> i32 {
+    let mut session = Session::new(&args, store_opt);
+    let interactive = std::io::stdin().is_terminal();
+    if interactive {
+        println!(
+            "Welcome to rocmx {}. Type :? for help.",
+            env!("CARGO_PKG_VERSION")
+        );
+    }
+    if let Some(t) = &args.target {
+        session.load_target(t);
+    }
+    if interactive {
+        terminal(session)
+    } else {
+        piped(session)
+    }
+}
+
+/// Lines from standard input (not a terminal): no prompt; an incomplete
+/// expression continues on the next line.
+fn piped(mut session: Session) -> i32 {
+    let mut stdin = std::io::stdin().lock();
+    let mut pending = String::new();
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        match stdin.read_until(b'\n', &mut buf) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) => {
+                eprintln!("error: reading standard input: {e}");
+                break;
+            }
+        }
+        let line = String::from_utf8_lossy(&buf);
+        let line = line.trim_end_matches(['\n', '\r']);
+        if !pending.is_empty() {
+            pending.push('\n');
+        }
+        pending.push_str(line);
+        if session::is_incomplete(&pending) {
+            continue;
+        }
+        let input = std::mem::take(&mut pending);
+        if session.handle(&input) == Outcome::Quit {
+            return finish(session);
+        }
+    }
+    if !pending.trim().is_empty() {
+        session.handle(&pending);
+    }
+    finish(session)
+}
+
+/// The line editor on a terminal.
+fn terminal(session: Session) -> i32 {
+    let session = Rc::new(RefCell::new(session));
+    let config = Config::builder()
+        .auto_add_history(false)
+        .completion_type(CompletionType::List)
+        .max_history_size(1000)
+        .and_then(|b| b.history_ignore_dups(true))
+        .map(|b| b.build())
+        .unwrap_or_default();
+    let mut rl: Editor<complete::Helper, DefaultHistory> = match Editor::with_config(config) {
+        Ok(rl) => rl,
+        Err(e) => {
+            eprintln!("error: cannot use the terminal: {e}");
+            return 1;
+        }
+    };
+    rl.set_helper(Some(complete::Helper::new(session.clone())));
+    let history = history_path();
+    if let Some(h) = &history {
+        let _ = rl.load_history(h);
+    }
+    let mut code = 0;
+    loop {
+        match rl.readline(PROMPT) {
+            Ok(line) => {
+                if !line.trim().is_empty() {
+                    let _ = rl.add_history_entry(line.as_str());
+                    if let Some(h) = &history {
+                        save_history(&mut rl, h);
+                    }
+                }
+                if session.borrow_mut().handle(&line) == Outcome::Quit {
+                    break;
+                }
+            }
+            // Ctrl-C: the line is dropped, a new prompt follows.
+            Err(ReadlineError::Interrupted) => continue,
+            Err(ReadlineError::Eof) => break,
+            Err(e) => {
+                eprintln!("error: reading the terminal: {e}");
+                code = 1;
+                break;
+            }
+        }
+    }
+    drop(rl);
+    match Rc::try_unwrap(session) {
+        Ok(s) => finish(s.into_inner()).max(code),
+        Err(rc) => {
+            std::mem::forget(rc);
+            code
+        }
+    }
+}
+
+/// Ends the session: the process exits next, so the evaluator's heap is not
+/// torn down value by value.
+fn finish(session: Session) -> i32 {
+    session.close();
+    0
+}
+
+/// Where the history lives, with its directory created; `None` when there is
+/// no such place.
+fn history_path() -> Option<PathBuf> {
+    let base = match std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
+        Some(d) => PathBuf::from(d),
+        None => {
+            PathBuf::from(std::env::var_os("HOME").filter(|v| !v.is_empty())?).join(".local/state")
+        }
+    };
+    let dir = base.join("rocmx");
+    std::fs::create_dir_all(&dir).ok()?;
+    Some(dir.join("repl-history"))
+}
+
+/// Appends the new entries to the history file; failures are ignored (a
+/// read-only home must not stop the repl).
+fn save_history(rl: &mut Editor<complete::Helper, DefaultHistory>, path: &std::path::Path) {
+    if rl.append_history(path).is_err() {
+        let _ = rl.save_history(path);
+    }
+}
