@@ -29,7 +29,7 @@ use super::NarError;
 use crate::direct::DirectWriter;
 
 /// Files at least this large are written directly by [`restore_direct`].
-pub const DIRECT_MIN: u64 = 1 << 20;
+pub const DIRECT_MIN: u64 = 256 << 10;
 
 /// Where a regular file's bytes go.
 enum Out {
