@@ -43,9 +43,10 @@ pub struct LsArgs {
     /// Show a directory itself rather than its entries.
     #[arg(short = 'd', long)]
     pub directory: bool,
-    /// The path to list. A symlink given here (such as `result`) is followed, targets
-    /// under /rocmx/store looked up in the physical store root; symlinks inside the tree
-    /// are listed as links.
+    /// The path to list. A symlink given here that leads into the store (such as
+    /// `result`) is followed there, targets under /rocmx/store looked up in the
+    /// physical store root; other symlinks, and those inside the tree, are listed as
+    /// links.
     pub path: PathBuf,
 }
 
@@ -167,7 +168,7 @@ pub fn ls(a: LsArgs, s: &StoreOpt) -> i32 {
 }
 
 fn ls_inner(a: &LsArgs, s: &StoreOpt) -> Result<(), Failure> {
-    let (loc, meta) = follow(locate(&a.path, s), &a.path, s)?;
+    let (loc, meta) = to_store(locate(&a.path, s), &a.path, s)?;
     let is_dir = meta.is_dir();
     let rel = if is_dir && !a.directory {
         b".".to_vec()
@@ -318,6 +319,27 @@ fn follow(mut loc: Located, given: &Path, s: &StoreOpt) -> Result<(Located, Meta
         meta = status(&loc)?;
     }
     Ok((loc, meta))
+}
+
+/// Whether `loc` is in the store (logically or physically).
+fn in_store(loc: &Located, s: &StoreOpt) -> bool {
+    let root = s.root.clone().unwrap_or_else(default_root);
+    loc.given.starts_with(STORE_DIR) || loc.physical.starts_with(root.join("store"))
+}
+
+/// What `ls` lists for the argument `given`: a symlink outside the store that leads
+/// into it (such as `result`) is followed there, as Nix follows links to the store;
+/// any other symlink (one inside a store path, or one that leads elsewhere) is listed
+/// as the link it is, as `nix-store --ls` does.
+fn to_store(loc: Located, given: &Path, s: &StoreOpt) -> Result<(Located, Metadata), Failure> {
+    let meta = status(&loc)?;
+    if !meta.file_type().is_symlink() || in_store(&loc, s) {
+        return Ok((loc, meta));
+    }
+    match follow(locate(&loc.given, s), given, s) {
+        Ok((end, end_meta)) if in_store(&end, s) => Ok((end, end_meta)),
+        _ => Ok((loc, meta)),
+    }
 }
 
 fn cat_inner(a: &CatArgs, s: &StoreOpt) -> Result<(), Failure> {
