@@ -305,7 +305,7 @@ fn a_failing_build_names_the_derivation_and_its_log_tail() {
     let nix = f.nix();
     let o = f.run(&["build", "--file", nix.to_str().unwrap(), "bad"]);
     let e = err(&o);
-    assert_eq!(o.status.code(), Some(1), "stderr: {e}");
+    assert_eq!(o.status.code(), Some(100), "stderr: {e}");
     assert!(e.contains("error: "), "{e}");
     assert!(
         e.contains("will-fail.drv"),
@@ -551,7 +551,7 @@ in {{ inherit top b; }}"#
     // failing one is first in line).
     let o = run_file(&f, "kg.nix", &text, &["top", "b", "--no-link"]);
     let e = err(&o);
-    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert_eq!(o.status.code(), Some(100), "{e}");
     assert!(e.contains("kg-bad.drv"), "{e}");
     assert!(e.contains("the-failure-tail"), "{e}");
     assert!(e.contains("kg-b.drv' was not built"), "{e}");
@@ -563,7 +563,7 @@ in {{ inherit top b; }}"#
         &["top", "b", "--keep-going", "--json", "--no-link"],
     );
     let e = err(&o);
-    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert_eq!(o.status.code(), Some(100), "{e}");
     let j: serde_json::Value = serde_json::from_str(&out(&o)).expect("JSON");
     let built = strings(&j["built"]);
     assert_eq!(built.len(), 2, "{j}");
@@ -688,7 +688,7 @@ in {{ inherit lib user; }}"#
 in {{ cyc = mk "cyc" {{ outputs = [ "out" "dev" ]; }} "mkdir $out $dev; echo $dev > $out/x; echo $out > $dev/y"; }}"#
     );
     let o = run_file(&f, "cyc.nix", &text, &["cyc", "--no-link"]);
-    assert_eq!(o.status.code(), Some(1), "{}", err(&o));
+    assert_eq!(o.status.code(), Some(100), "{}", err(&o));
     assert!(err(&o).contains("cycle"), "{}", err(&o));
 }
 
@@ -721,7 +721,7 @@ fn builtin_fetchurl_from_a_loopback_server_and_a_wrong_hash() {
 
     let o = run_file(&f, "fetch2.nix", &fod(&wrong), &["x", "--no-link"]);
     let e = err(&o);
-    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert_eq!(o.status.code(), Some(102), "{e}");
     assert!(e.contains("hash mismatch"), "{e}");
     assert!(
         e.contains(&wrong) && e.contains(&good),
@@ -743,7 +743,7 @@ fn builtin_fetchurl_from_a_loopback_server_and_a_wrong_hash() {
         .replace("/file", "/missing")
         .replace("fetched", "missing");
     let o = run_file(&f, "fetch3.nix", &text, &["x", "--no-link"]);
-    assert_eq!(o.status.code(), Some(1), "{}", err(&o));
+    assert_eq!(o.status.code(), Some(100), "{}", err(&o));
     assert!(err(&o).contains("404"), "{}", err(&o));
 }
 
@@ -758,7 +758,7 @@ fn a_builder_that_cannot_run_is_named_and_fails_the_run() {
         "derivation { name = \"no-builder\"; system = builtins.currentSystem; builder = \"/nonexistent\"; }",
     ]);
     let e = err(&o);
-    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert_eq!(o.status.code(), Some(100), "{e}");
     assert!(
         e.contains("no-builder.drv': executing the builder /nonexistent: ENOENT"),
         "{e}"

@@ -90,7 +90,7 @@ fn a_redirect_to_a_file_url_fails_the_build_clearly() {
         Duration::from_secs(60),
     );
     let e = err(&o);
-    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert_eq!(o.status.code(), Some(100), "{e}");
     assert!(e.contains(&url), "{e}");
     assert!(
         e.contains("refusing the redirect to 'file:///etc/passwd'"),
@@ -112,7 +112,7 @@ fn the_build_timeout_bounds_a_slow_download() {
         Duration::from_secs(45),
     );
     let e = err(&o);
-    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert_eq!(o.status.code(), Some(100), "{e}");
     assert!(e.contains(&url), "{e}");
     assert!(e.contains("time limit of 3 s"), "{e}");
     make_writable(dir.path());

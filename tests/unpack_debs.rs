@@ -307,7 +307,7 @@ fn a_hostile_deb_is_refused_naming_it() {
     let lock = lock(dir, &[("evil", "1.0", evil)]);
     let o = build_root(dir, &lock);
     let e = err(&o);
-    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert_eq!(o.status.code(), Some(100), "{e}");
     assert!(
         e.contains("refusing hostile entry '../escape'") && e.contains("the path contains '..'"),
         "{e}"
@@ -347,7 +347,7 @@ fn a_pinned_deb_the_mirror_lost_fails_naming_it() {
     fs::remove_dir_all(dir.join("mirror/pool/main/p/pkg-gone")).unwrap();
     let o = build_root(dir, &lock);
     let e = err(&o);
-    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert_eq!(o.status.code(), Some(100), "{e}");
     assert!(e.contains("pkg-gone_1_1.0-1.deb"), "{e}");
     // … and says how to recover.
     assert!(

@@ -21,8 +21,7 @@
 //! elements' derivations; a set that is not a derivation gives its attributes that are
 //! derivations, in name order, as `nix-build` does.
 //!
-//! Exit codes: 0 built (or nothing to do), 1 an evaluation or build failure, 2 a bad
-//! command line, 104 `--check` found a difference (and nothing else failed).
+//! Exit codes, as Nix's ([`EXIT_CODES`], shown by `--help`; computed by [`exit_code`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -49,7 +48,25 @@ use rocmx_lang::flake::installable;
 use rocmx_lang::flake::load::LockMode;
 use rocmx_lang::flake::ParamValue;
 
+/// The exit codes of `rocmx build`, Nix's (`nix-build`, `nix build`), for `--help`.
+const EXIT_CODES: &str = "\
+Exit codes (as Nix's):
+    0  built, or nothing to do
+    1  an evaluation error, or a failure that is not a build's: a derivation
+       refused before it ran (malformed, for another system), a store or file
+       error, a cache that failed to deliver, --check of something not built yet
+    2  a bad command line
+  100  a build failed
+  101  a build timed out (--timeout, --max-silent-time)
+  102  a fixed-output derivation gave another hash than the declared one
+  104  --check found a difference (and no build failed)
+Several kinds of failure add up as bits, as in Nix: 96 + 4 (a failure) + 1 (a
+timeout) + 2 (a hash mismatch) + 8 (a --check difference); 103 is a timeout and a
+hash mismatch, 108 a --check difference and a failed build.";
+
+/// `rocmx build`'s arguments; [`EXIT_CODES`] follows the options in `--help`.
 #[derive(Args, Debug)]
+#[command(after_help = EXIT_CODES)]
 pub struct BuildArgs {
     /// Without --file/--expr: the files to build (a directory means its default.nix).
     /// With --file or --expr: attribute paths to select from it.
@@ -507,23 +524,12 @@ fn build(
 
     // The progress display printed each failure as it happened (the message names the
     // derivation and ends with its log tail). Sum up: what failed, what it took with it.
-    // Exit code: 104 when every failure is a --check difference, 1 for any other.
     let errors: Vec<&BuildError> = results
         .iter()
         .filter_map(|r| r.as_ref().err())
         .chain(realiser.failed().iter().filter_map(|f| realiser.failure(f)))
         .collect();
-    let code = if errors.is_empty() && realiser.failed().is_empty() {
-        0
-    } else if !errors.is_empty()
-        && errors
-            .iter()
-            .all(|e| matches!(e, BuildError::CheckMismatch { .. }))
-    {
-        104
-    } else {
-        1
-    };
+    let code = exit_code(&errors, !realiser.failed().is_empty());
     for f in realiser.failed() {
         let log = realiser.log_path(f);
         if log.exists() {
@@ -614,6 +620,20 @@ fn build(
         }
     }
     Ok(code)
+}
+
+/// The exit code of a build, as Nix computes it (`Worker::exitStatus`): `0x60` with
+/// the bits of every failure ([`BuildError::nix_exit_bits`]; see [`EXIT_CODES`]), 1
+/// for failures without bits, 0 when nothing failed.
+fn exit_code(errors: &[&BuildError], any_failed: bool) -> i32 {
+    let bits = errors.iter().fold(0u8, |b, e| b | e.nix_exit_bits());
+    if bits != 0 {
+        i32::from(0x60 | bits)
+    } else if errors.is_empty() && !any_failed {
+        0
+    } else {
+        1
+    }
 }
 
 /// For `rocmx repl`'s `:b`: realises the derivations found in `v` (as `rocmx build`

@@ -129,6 +129,57 @@ pub enum BuildError {
     },
 }
 
+impl BuildError {
+    /// What this failure adds to the exit status of a build command, as the bits
+    /// of Nix's `Worker::exitStatus`: 4 the build failed, 1 it timed out (a
+    /// timeout is also a failure: 5), 2 a fixed output's hash is not the declared
+    /// one (6), 8 `--check` found a difference. The command ORs the bits of all
+    /// its failures and exits `0x60 | bits` (100 failed, 101 timed out, 102 hash
+    /// mismatch, 104 check difference alone, 103, 108, … combined), or 1 when no
+    /// failure has bits.
+    ///
+    /// No bits: a failure that only refers to another one (`DependencyFailed`,
+    /// `AlreadyFailed`, `Stopped`, which carries its own bits), a cache that failed
+    /// to deliver (`Substitution`, Nix's transient failure), `--check` of
+    /// something never built (`NotRealised`, a usage error), a derivation
+    /// refused before anything ran (`BadDerivation`: malformed, for another
+    /// system, a cycle) and a store or file operation of the realiser's own
+    /// (`Store`, `Io`: reading a `.drv`, writing the log): Nix's errors, not
+    /// build results.
+    pub fn nix_exit_bits(&self) -> u8 {
+        const FAILED: u8 = 4;
+        const TIMED_OUT: u8 = 1;
+        const HASH_MISMATCH: u8 = 2;
+        const CHECK_MISMATCH: u8 = 8;
+        match self {
+            BuildError::Failed { status, .. } if timed_out(status) => FAILED | TIMED_OUT,
+            BuildError::HashMismatch { .. } => FAILED | HASH_MISMATCH,
+            BuildError::CheckMismatch { .. } => CHECK_MISMATCH,
+            BuildError::Failed { .. }
+            | BuildError::IllegalReferences { .. }
+            | BuildError::Output { .. }
+            | BuildError::Sandbox(_) => FAILED,
+            BuildError::DependencyFailed { .. }
+            | BuildError::AlreadyFailed { .. }
+            | BuildError::Stopped { .. }
+            | BuildError::Substitution { .. }
+            | BuildError::NotRealised { .. }
+            | BuildError::BadDerivation { .. }
+            | BuildError::Store(_)
+            | BuildError::Io { .. } => 0,
+        }
+    }
+}
+
+/// Whether the status of a [`BuildError::Failed`] is a kill by `--timeout` or
+/// `--max-silent-time` (the messages of [`SandboxError::Timeout`] and
+/// [`SandboxError::Silent`], which the job turns into the status; Nix counts both as
+/// timeouts).
+fn timed_out(status: &str) -> bool {
+    status.starts_with("build timed out after ")
+        || (status.starts_with("build killed after ") && status.contains(" without output"))
+}
+
 pub(super) fn io_err(action: &'static str, path: &Path) -> impl FnOnce(io::Error) -> BuildError {
     let path = path.to_path_buf();
     move |source| BuildError::Io {
@@ -174,4 +225,57 @@ fn check_message(drv: &StorePath, outputs: &[CheckDifference]) -> String {
         }
     }
     m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn drv() -> StorePath {
+        StorePath::from_base_name("00000000000000000000000000000000-x.drv").unwrap()
+    }
+
+    fn failed(status: String) -> BuildError {
+        BuildError::Failed {
+            drv: drv(),
+            status,
+            log_tail: String::new(),
+        }
+    }
+
+    #[test]
+    fn exit_bits_follow_nix() {
+        assert_eq!(failed("exit code 1".into()).nix_exit_bits(), 4);
+        // The statuses a killed build gets, with and without --keep-failed.
+        let timeout = SandboxError::Timeout(Duration::from_secs(1)).to_string();
+        assert_eq!(failed(timeout.clone()).nix_exit_bits(), 5);
+        assert_eq!(
+            failed(format!("{timeout} (build directory kept at /tmp/k)")).nix_exit_bits(),
+            5
+        );
+        let silent = SandboxError::Silent(Duration::from_secs(3)).to_string();
+        assert_eq!(failed(silent).nix_exit_bits(), 5);
+        let hash = BuildError::HashMismatch {
+            drv: drv(),
+            expected: "sha256-a".into(),
+            actual: "sha256-b".into(),
+        };
+        assert_eq!(hash.nix_exit_bits(), 6);
+        let check = BuildError::CheckMismatch {
+            drv: drv(),
+            outputs: Vec::new(),
+        };
+        assert_eq!(check.nix_exit_bits(), 8);
+        let stopped = BuildError::Stopped {
+            drv: drv(),
+            failed: drv(),
+        };
+        assert_eq!(stopped.nix_exit_bits(), 0);
+        let bad = BuildError::BadDerivation {
+            drv: drv(),
+            reason: "it has no outputs".into(),
+        };
+        assert_eq!(bad.nix_exit_bits(), 0);
+    }
 }

@@ -43,6 +43,19 @@ pub struct Frame {
     pub msg: String,
 }
 
+impl Frame {
+    /// The frame `Evaluator::call_primop` adds to a builtin's error: "while calling
+    /// the 'NAME' builtin", without a position.
+    fn is_builtin_call(&self) -> bool {
+        self.pos.is_none()
+            && self
+                .msg
+                .strip_prefix("while calling the '")
+                .and_then(|m| m.strip_suffix("' builtin"))
+                .is_some_and(|name| !name.contains('\''))
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct EvalError {
     pub kind: ErrorKind,
@@ -67,6 +80,16 @@ impl EvalError {
         let mut e = Self::new(kind, msg);
         e.pos = Some(pos);
         e
+    }
+    /// The frames worth showing, innermost first: [`EvalError::frames`] without a
+    /// first frame that only says which builtin raised the error ("while calling
+    /// the 'throw' builtin", pushed by `Evaluator::call_primop` without a
+    /// position) when the error's own position already shows that call.
+    pub fn context_frames(&self) -> &[Frame] {
+        match self.frames.split_first() {
+            Some((first, rest)) if self.pos.is_some() && first.is_builtin_call() => rest,
+            _ => &self.frames,
+        }
     }
     /// Whether `builtins.tryEval` turns this error into `{ success = false; }`.
     pub fn is_catchable(&self) -> bool {
@@ -194,11 +217,13 @@ impl SourceMap {
     }
 
     /// Renders an error the way the CLI prints it: the frames outermost first,
-    /// then the error with its location and snippet.
+    /// then the error with its location and snippet. Without `show_trace` the
+    /// frames are left out and a hint counts them, when there are any.
     pub fn render(&self, e: &EvalError, show_trace: bool) -> String {
         let mut out = String::new();
+        let frames = e.context_frames();
         if show_trace {
-            for fr in e.frames.iter().rev() {
+            for fr in frames.iter().rev() {
                 let _ = writeln!(out, "       … {}", fr.msg);
                 if let Some(p) = fr.pos {
                     let _ = writeln!(out, "         at {}:", self.describe(p));
@@ -212,11 +237,12 @@ impl SourceMap {
             let _ = writeln!(out, "       at {}:", self.describe(p));
             let _ = writeln!(out, "{}", self.snippet(p));
         }
-        if !show_trace && !e.frames.is_empty() {
+        if !show_trace && !frames.is_empty() {
+            let n = frames.len();
             let _ = writeln!(
                 out,
-                "       (use '--show-trace' to show {} more frame(s) of context)",
-                e.frames.len()
+                "       (use '--show-trace' to show {n} more {} of context)",
+                if n == 1 { "frame" } else { "frames" }
             );
         }
         out
@@ -275,6 +301,49 @@ mod tests {
         };
         assert_eq!(sm.describe(pos), "t.nix:3:4");
         assert_eq!(sm.snippet(pos), "     3| in y\n      |    ^");
+    }
+
+    /// `expr` evaluated strictly and its error rendered without and with the trace.
+    fn rendered(expr: &str) -> (String, String) {
+        let store = Rc::new(crate::store::MemStore::new());
+        let mut ev = crate::Evaluator::new(crate::EvalSettings::default(), store);
+        ev.on_trace = Box::new(|_| {});
+        let e = ev
+            .eval_string(expr, std::path::Path::new("/"))
+            .and_then(|v| ev.force_deep(&v))
+            .expect_err("the expression fails");
+        (ev.sources.render(&e, false), ev.sources.render(&e, true))
+    }
+
+    #[test]
+    fn a_top_level_throw_has_no_frames_to_show() {
+        let (plain, trace) = rendered("throw \"x\"");
+        assert!(!plain.contains("show-trace"), "{plain}");
+        assert_eq!(trace, plain);
+        assert!(
+            plain.starts_with("error: x\n       at «string»:1:1:"),
+            "{plain}"
+        );
+        // The same for a builtin's own error: the snippet shows the call.
+        let (plain, _) = rendered("builtins.head []");
+        assert!(!plain.contains("show-trace"), "{plain}");
+    }
+
+    #[test]
+    fn hidden_frames_are_counted_in_words() {
+        let (plain, trace) = rendered("let f = x: throw \"x\"; in f 1");
+        assert!(
+            plain.ends_with("(use '--show-trace' to show 1 more frame of context)\n"),
+            "{plain}"
+        );
+        assert_eq!(trace.matches("       … ").count(), 1, "{trace}");
+        assert!(trace.contains("… while calling 'f'"), "{trace}");
+        let (plain, trace) = rendered("let f = x: x.a; g = y: f y; in g 1");
+        assert!(
+            plain.ends_with("(use '--show-trace' to show 2 more frames of context)\n"),
+            "{plain}"
+        );
+        assert_eq!(trace.matches("       … ").count(), 2, "{trace}");
     }
 
     #[test]
