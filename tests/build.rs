@@ -8,7 +8,7 @@
 
 mod common;
 use common::http::Server;
-use common::{err, make_writable, out};
+use common::{busybox, err, make_writable, out};
 
 use std::fs;
 use std::os::unix::fs::symlink;
@@ -43,13 +43,6 @@ let
   probe = mk "probe" { } "echo ok > $out";
 in { inherit a b c d1 d2 d3 d4 bad probe; }
 "#;
-
-fn busybox() -> Option<PathBuf> {
-    ["/usr/bin/busybox", "/bin/busybox"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists())
-}
 
 /// A work directory holding `packages.nix`, `bb/`, and a store root; made writable
 /// again before it is removed.

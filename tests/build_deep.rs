@@ -8,7 +8,7 @@
 //! the kernel refuses user namespaces.
 
 mod common;
-use common::{err, out};
+use common::{busybox, err, out};
 
 use std::fs;
 use std::os::unix::fs::symlink;
@@ -52,13 +52,6 @@ in {{
 "#,
         deep_script(true)
     )
-}
-
-fn busybox() -> Option<PathBuf> {
-    ["/usr/bin/busybox", "/bin/busybox"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists())
 }
 
 /// A work directory holding `packages.nix`, `bb/` and a store root; removed (at any

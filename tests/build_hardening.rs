@@ -7,22 +7,15 @@
 //! busybox; the tests skip, saying why, when it is missing.
 
 mod common;
-use common::{err, make_writable, out};
+use common::{busybox, err, make_writable, out};
 
 use std::fs;
 use std::os::unix::fs::{symlink, MetadataExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_rocmx");
-
-fn busybox() -> Option<PathBuf> {
-    ["/usr/bin/busybox", "/bin/busybox"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists())
-}
 
 struct Fixture {
     dir: tempfile::TempDir,

@@ -8,7 +8,7 @@
 //! kernel refuses user namespaces.
 
 mod common;
-use common::{err, make_writable, out};
+use common::{busybox, err, make_writable, out};
 
 use std::fs;
 use std::os::unix::fs::symlink;
@@ -69,13 +69,6 @@ let
   probe = derivation (base // { name = "probe"; args = [ "-c" "echo > $out" ]; });
 in { inherit dep user targets graph probe; }
 "#;
-
-fn busybox() -> Option<PathBuf> {
-    ["/usr/bin/busybox", "/bin/busybox"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists())
-}
 
 /// A work directory holding `packages.nix`, `bb/` and a store root.
 struct Fixture {

@@ -6,11 +6,10 @@
 //! skip, saying why, when busybox is missing or the sandbox cannot run.
 
 mod common;
-use common::{err, make_writable};
+use common::{busybox, err, make_writable};
 
 use std::fs;
 use std::os::unix::fs::symlink;
-use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -45,13 +44,6 @@ in {
   };
 }
 "#;
-
-fn busybox() -> Option<PathBuf> {
-    ["/usr/bin/busybox", "/bin/busybox"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists())
-}
 
 /// A work directory with `packages.nix`, `bb/` and a store root.
 struct Fixture {

@@ -9,7 +9,7 @@
 //! when busybox is missing or the kernel refuses user namespaces.
 
 mod common;
-use common::{err, make_writable, out};
+use common::{busybox, err, make_writable, out};
 
 use std::fs;
 use std::os::unix::fs::symlink;
@@ -37,13 +37,6 @@ let
   bad = mk "keep-bad" "echo the-failure-tail; exit 3";
 in { inherit a b t bad; }
 "#;
-
-fn busybox() -> Option<PathBuf> {
-    ["/usr/bin/busybox", "/bin/busybox"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists())
-}
 
 /// A work directory (`packages.nix`, `bb/`, `work/`) and store roots under it.
 struct Fixture {

@@ -8,7 +8,7 @@
 //! skips, saying why, when busybox or the sandbox is missing.
 
 mod common;
-use common::{err, make_writable, out};
+use common::{busybox, err, make_writable, out};
 
 use std::fs;
 use std::io::{Read, Write};
@@ -579,13 +579,6 @@ fn terminal_without_writable_history() {
 }
 
 // ---- :b ----------------------------------------------------------------------
-
-fn busybox() -> Option<PathBuf> {
-    ["/usr/bin/busybox", "/bin/busybox"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists())
-}
 
 #[test]
 fn build_command() {

@@ -7,7 +7,7 @@
 //! tests). Skips without busybox or user namespaces.
 
 mod common;
-use common::{err, out};
+use common::{busybox, err, out};
 
 use std::fs;
 use std::os::unix::fs::symlink;
@@ -15,13 +15,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_rocmx");
-
-fn busybox() -> Option<PathBuf> {
-    ["/usr/bin/busybox", "/bin/busybox"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists())
-}
 
 fn setup(d: &Path) {
     let bin = d.join("bb/bin");

@@ -32,7 +32,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::common::{absolute, auto_args, auto_call, cwd, select, split_attr_path};
+use super::common::{absolute, auto_args, auto_call, cwd, human_size, select, split_attr_path};
 use super::progress::{LogFormat, Progress};
 use rocmx_builder::realise::{BuildError, BuildOptions, Realised, Realiser};
 use rocmx_lang::eval::{EResult, ErrorKind, EvalError};
@@ -721,7 +721,7 @@ fn dry_run(
             .map(|d| {
                 serde_json::json!({
                     "path": d.path.to_absolute(),
-                    "downloadSize": d.download_size.unwrap_or(d.nar_size),
+                    "downloadSize": d.bytes(),
                     "narSize": d.nar_size,
                     "from": d.source,
                 })
@@ -758,11 +758,7 @@ fn dry_run(
         }
     }
     if !p.downloads.is_empty() {
-        let download: u64 = p
-            .downloads
-            .iter()
-            .map(|d| d.download_size.unwrap_or(d.nar_size))
-            .sum();
+        let download: u64 = p.downloads.iter().map(|d| d.bytes()).sum();
         let unpacked: u64 = p.downloads.iter().map(|d| d.nar_size).sum();
         let _ = writeln!(
             out,
@@ -776,7 +772,7 @@ fn dry_run(
                 out,
                 "  {} ({} download, {} unpacked, from {})",
                 d.path,
-                human_size(d.download_size.unwrap_or(d.nar_size)),
+                human_size(d.bytes()),
                 human_size(d.nar_size),
                 d.source
             );
@@ -793,17 +789,6 @@ fn dry_run(
         }
     }
     Ok(())
-}
-
-/// `1.23 MiB`, as Nix prints download sizes (KiB below a mebibyte).
-pub(crate) fn human_size(bytes: u64) -> String {
-    if bytes < 1 << 20 {
-        format!("{:.2} KiB", bytes as f64 / 1024.0)
-    } else if bytes < 1 << 30 {
-        format!("{:.2} MiB", bytes as f64 / (1u64 << 20) as f64)
-    } else {
-        format!("{:.2} GiB", bytes as f64 / (1u64 << 30) as f64)
-    }
 }
 
 /// Reads and parses the `.drv` file `p` from the store.

@@ -120,3 +120,14 @@ pub(crate) fn select(ev: &mut Evaluator, v: &Value, name: &str) -> EResult<Value
         )),
     }
 }
+
+/// `1.23 MiB`, as Nix prints download sizes (KiB below a mebibyte).
+pub(crate) fn human_size(bytes: u64) -> String {
+    if bytes < 1 << 20 {
+        format!("{:.2} KiB", bytes as f64 / 1024.0)
+    } else if bytes < 1 << 30 {
+        format!("{:.2} MiB", bytes as f64 / (1u64 << 20) as f64)
+    } else {
+        format!("{:.2} GiB", bytes as f64 / (1u64 << 30) as f64)
+    }
+}

@@ -37,7 +37,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::build::human_size;
+use super::common::human_size;
 use rocmx_builder::events::{Event, EventSink};
 use rocmx_store::StorePath;
 

@@ -5,7 +5,7 @@ pub mod http;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Output;
 
 /// Makes a tree removable again: directories 0755, files 0644 (store contents and
@@ -33,4 +33,13 @@ pub fn out(o: &Output) -> String {
 /// A command's standard error, as text.
 pub fn err(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The static busybox the build tests use as their builder (Debian's
+/// `busybox-static`), if installed.
+pub fn busybox() -> Option<PathBuf> {
+    ["/usr/bin/busybox", "/bin/busybox"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
 }

@@ -72,6 +72,14 @@ pub struct Download {
     pub source: String,
 }
 
+impl Download {
+    /// The bytes it downloads: its download size, else (a source that does not say)
+    /// its NAR size.
+    pub fn bytes(&self) -> u64 {
+        self.download_size.unwrap_or(self.nar_size)
+    }
+}
+
 /// A source of realised outputs other than building: binary caches, implemented by the
 /// binary (this crate knows no cache format). See the module documentation.
 pub trait Substituter: Send + Sync + std::fmt::Debug {
@@ -359,10 +367,7 @@ impl Realiser<'_> {
         if !downloads.is_empty() {
             self.events.event(&Event::Fetching {
                 paths: downloads.iter().map(|d| d.path.clone()).collect(),
-                download: downloads
-                    .iter()
-                    .map(|d| d.download_size.unwrap_or(d.nar_size))
-                    .sum(),
+                download: downloads.iter().map(Download::bytes).sum(),
                 unpacked: downloads.iter().map(|d| d.nar_size).sum(),
             });
             if let Err(e) = sub.fetch(self.store, &downloads, self.events.as_ref()) {
