@@ -66,6 +66,8 @@ enum Command {
     Flake(cmd::flake::FlakeArgs),
     /// List the licence of every package in an installable's build closure.
     Licenses(cmd::licenses::LicensesArgs),
+    /// Draw an installable's build closure: Graphviz dot (default), SVG or JSON.
+    Graph(cmd::graph::GraphArgs),
     /// GPU targets: `list` the known ones, `detect` the machine's, `resolve` a `--gfx` value.
     Gfx(cmd::gfx::GfxArgs),
     /// Debian packages: `lock` pins a suite's packages (with dependencies) for a build root.
@@ -103,6 +105,7 @@ fn main() {
                 Command::Derivation(args) => cmd::derivation::run(args, &store),
                 Command::Flake(args) => cmd::flake::run(args, &store),
                 Command::Licenses(args) => cmd::licenses::run(args, &store),
+                Command::Graph(args) => cmd::graph::run(args, &store),
                 Command::Gfx(args) => cmd::gfx::run(args),
                 Command::Debian(args) => cmd::debian::run(args),
                 Command::Copy(args) => cmd::copy::run(args, &store),

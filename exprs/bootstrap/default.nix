@@ -13,4 +13,5 @@ in
 {
   base = debian.debianRootfs { name = "debian-sid-base"; lock = ./base.lock.json; };
   rocm = debian.debianRootfs { name = "debian-sid-rocm"; lock = ./rocm.lock.json; };
+  rocm-dev = debian.debianRootfs { name = "debian-sid-rocm-dev"; lock = ./rocm-dev.lock.json; };
 }

@@ -63,6 +63,10 @@ let
   #
   #   debianSource { inherit stdenv; pname = "hello"; version = "2.12.3-1";
   #     orig = { hash = "sha256-…"; }; debian = { hash = "sha256-…"; }; }
+  #
+  # `orig` and `debian` may also give `size` (bytes, as the Sources index
+  # lists it), which `rocmx build --dry-run` shows; `orig.ext` is the
+  # tarball's compression (gz by default).
   debianSource = { stdenv, pname, version, orig, debian ? null, source ? pname }:
     let
       pool = "mirror://debian/pool/main/${poolPrefix source}/${source}";
@@ -70,10 +74,12 @@ let
       origSrc = fetchers.fetchurl {
         url = orig.url or "${pool}/${source}_${upstream}.orig.tar.${orig.ext or "gz"}";
         hash = orig.hash;
+        size = orig.size or null;
       };
       debianSrc = if debian == null then null else fetchers.fetchurl {
         url = debian.url or "${pool}/${source}_${noEpoch version}.debian.tar.xz";
         hash = debian.hash;
+        size = debian.size or null;
       };
     in
     stdenv.runCommand "${pname}-${upstream}-source" { orig = origSrc; debianTar = debianSrc; } ''

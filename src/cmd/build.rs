@@ -32,7 +32,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::common::{absolute, auto_args, auto_call, cwd, human_size, select, split_attr_path};
+use super::common::{absolute, auto_args, auto_call, cwd, select, split_attr_path};
 use super::progress::{LogFormat, Progress};
 use rocmx_builder::realise::{BuildError, BuildOptions, Realised, Realiser};
 use rocmx_lang::eval::{EResult, ErrorKind, EvalError};
@@ -47,6 +47,8 @@ use crate::flake::{parse_installable, FlakeOpts, Installable};
 use rocmx_lang::flake::installable;
 use rocmx_lang::flake::load::LockMode;
 use rocmx_lang::flake::ParamValue;
+
+mod dry_run;
 
 /// The exit codes of `rocmx build`, Nix's (`nix-build`, `nix build`), for `--help`.
 const EXIT_CODES: &str = "\
@@ -226,7 +228,7 @@ pub fn run(mut args: BuildArgs, store_opt: &StoreOpt) -> i32 {
     std::mem::forget(ev);
     let params = params.map(|p| crate::flake::params_json(&p));
     let r = if args.dry_run {
-        dry_run(&store, &targets, &args, params.as_ref()).map(|()| 0)
+        dry_run::dry_run(&store, &targets, &args, params.as_ref()).map(|()| 0)
     } else {
         build(&store, &targets, &args, params.as_ref())
     };
@@ -694,101 +696,6 @@ fn params_field(params: Option<&serde_json::Value>) -> String {
     params
         .map(|p| format!(",\"parameters\":{p}"))
         .unwrap_or_default()
-}
-
-/// `--dry-run`: what the build would do, decided as the realiser decides (see
-/// [`Realiser::outlook`]): dependencies first, early cutoff and the substituters
-/// included, nothing built or fetched.
-fn dry_run(
-    store: &LocalStore,
-    targets: &[Target],
-    args: &BuildArgs,
-    params: Option<&serde_json::Value>,
-) -> Result<(), Fail> {
-    let mut realiser = Realiser::new(store, options(args)?);
-    let goals: Vec<StorePath> = targets.iter().map(|t| t.drv.clone()).collect();
-    let p = realiser
-        .outlook(&goals)
-        .map_err(|e| Fail::Msg(e.to_string()))?;
-    let mut out = std::io::stdout().lock();
-    if args.json {
-        let abs = |v: &[StorePath]| {
-            serde_json::Value::from(v.iter().map(|p| p.to_absolute()).collect::<Vec<_>>())
-        };
-        let fetch: Vec<serde_json::Value> = p
-            .downloads
-            .iter()
-            .map(|d| {
-                serde_json::json!({
-                    "path": d.path.to_absolute(),
-                    "downloadSize": d.bytes(),
-                    "narSize": d.nar_size,
-                    "from": d.source,
-                })
-            })
-            .collect();
-        let _ = writeln!(
-            out,
-            "{{\"build\":{},\"fetch\":{},\"substitute\":{},\"valid\":{}{}}}",
-            abs(&p.build),
-            serde_json::Value::from(fetch),
-            abs(&p.fetch),
-            abs(&p.valid),
-            params_field(params)
-        );
-        return Ok(());
-    }
-    if p.build.is_empty() && p.downloads.is_empty() {
-        let _ = writeln!(
-            out,
-            "nothing to build or fetch; all {} derivations are valid",
-            p.valid.len()
-        );
-        return Ok(());
-    }
-    if !p.build.is_empty() {
-        let _ = writeln!(out, "these {} derivations will be built:", p.build.len());
-        for d in &p.build {
-            let note = if p.waiting.contains(d) {
-                " (unless its inputs rebuild to identical bytes, or a cache has it then)"
-            } else {
-                ""
-            };
-            let _ = writeln!(out, "  {d}{note}");
-        }
-    }
-    if !p.downloads.is_empty() {
-        let download: u64 = p.downloads.iter().map(|d| d.bytes()).sum();
-        let unpacked: u64 = p.downloads.iter().map(|d| d.nar_size).sum();
-        let _ = writeln!(
-            out,
-            "these {} paths will be fetched ({} download, {} unpacked):",
-            p.downloads.len(),
-            human_size(download),
-            human_size(unpacked)
-        );
-        for d in &p.downloads {
-            let _ = writeln!(
-                out,
-                "  {} ({} download, {} unpacked, from {})",
-                d.path,
-                human_size(d.bytes()),
-                human_size(d.nar_size),
-                d.source
-            );
-        }
-    }
-    if !p.valid.is_empty() {
-        let _ = writeln!(
-            out,
-            "these {} derivations are already valid:",
-            p.valid.len()
-        );
-        for d in &p.valid {
-            let _ = writeln!(out, "  {d}");
-        }
-    }
-    Ok(())
 }
 
 /// Reads and parses the `.drv` file `p` from the store.

@@ -17,6 +17,7 @@
 # The result has `overrideAttrs (old: { … })`. After the build, QA checks run
 # (build-dir-reference, world-writable, broken-symlink, runpath-outside-store,
 # setuid, archive-mtime); `meta.qaExceptions = { CHECK = "reason"; }` waives one.
+# `meta.broken = "why";` (or true) makes planning or building it warn.
 { rootfs ? null
 , shell ? (if rootfs == null then throw "stdenv: give a rootfs or a shell" else "${rootfs}/bin/sh")
 , path ? [ ]
@@ -55,9 +56,15 @@ let
       nonfree = builtins.filter (l: !isFree l) (licenseList (meta.license or null));
       # The gate guards what building needs (drvPath, outPath), so that name
       # and meta stay readable (`rocmx licenses` lists non-free packages).
+      # meta.broken (true, or a string saying why) warns when the package
+      # is built or planned, without refusing: an expression that has never
+      # built says so, and can still be tried.
+      broken = meta.broken or false;
       guard = x:
         if nonfree != [ ] && !allowNonfree then
           throw "${name0} has a non-free licence (${concatStringsSep ", " (map licenseName nonfree)}); build it with --allow-nonfree if you accept it"
+        else if broken != false then
+          builtins.trace "warning: ${name0} is marked broken${if builtins.isString broken then ": ${broken}" else ""}" x
         else x;
       env = removeAttrs args [ "passthru" "meta" "name" ];
       drv = derivation ((builtins.mapAttrs (_: toEnv) env) // {

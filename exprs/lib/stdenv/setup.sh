@@ -22,14 +22,33 @@ export LC_ALL=C
 NIX_STORE=${NIX_STORE:-/rocmx/store}
 
 # Inputs: each input's bin/ goes on PATH; lib/pkgconfig, include and lib are
-# offered to the usual tools.
-for p in $nativeBuildInputs $buildInputs; do
+# offered to the usual tools, and inputs with CMake packages go on
+# CMAKE_PREFIX_PATH (colon-separated in the environment, like PATH).
+# Debian's multiarch directory (lib/x86_64-linux-gnu, as in packages taken
+# from Debian binaries) counts as lib/.
+_multiarch=x86_64-linux-gnu
+# Inputs are the derivation's nativeBuildInputs, buildInputs and
+# propagatedBuildInputs, and, transitively, what each of them propagates
+# (listed in its nix-support/propagated-build-inputs, as in nixpkgs).
+_inputs=""
+_addInput() {
+    case " $_inputs " in *" $1 "*) return 0 ;; esac
+    _inputs="$_inputs $1"
+    if [ -f "$1/nix-support/propagated-build-inputs" ]; then
+        for _q in $(cat "$1/nix-support/propagated-build-inputs"); do _addInput "$_q"; done
+    fi
+}
+for p in ${nativeBuildInputs:-} ${buildInputs:-} ${propagatedBuildInputs:-}; do _addInput "$p"; done
+for p in $_inputs; do
     [ -d "$p/bin" ] && PATH="$p/bin:$PATH"
-    [ -d "$p/lib/pkgconfig" ] && PKG_CONFIG_PATH="$p/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+    for _l in "$p/lib" "$p/lib/$_multiarch"; do
+        [ -d "$_l/pkgconfig" ] && PKG_CONFIG_PATH="$_l/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+        [ -d "$_l" ] && LIBRARY_PATH="$_l${LIBRARY_PATH:+:$LIBRARY_PATH}"
+    done
     [ -d "$p/share/pkgconfig" ] && PKG_CONFIG_PATH="$p/share/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
     [ -d "$p/include" ] && CPATH="$p/include${CPATH:+:$CPATH}"
-    [ -d "$p/lib" ] && LIBRARY_PATH="$p/lib${LIBRARY_PATH:+:$LIBRARY_PATH}"
-    [ -d "$p/lib/cmake" ] || [ -d "$p/share/cmake" ] && CMAKE_PREFIX_PATH="$p${CMAKE_PREFIX_PATH:+;$CMAKE_PREFIX_PATH}"
+    [ -d "$p/lib/cmake" ] || [ -d "$p/share/cmake" ] || [ -d "$p/lib/$_multiarch/cmake" ] \
+        && CMAKE_PREFIX_PATH="$p${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
 done
 export PATH PKG_CONFIG_PATH CPATH LIBRARY_PATH CMAKE_PREFIX_PATH
 
@@ -124,17 +143,27 @@ installPhase() {
     fi
 }
 
-# With a Debian root: every dynamic ELF file of the output gets the root's
-# dynamic loader as its interpreter and the root's library directory in its
-# RUNPATH (entries outside the store are dropped), so `./result/bin/x` runs on
-# the host and the root becomes a runtime reference of the output.
+# With a Debian root: every dynamic host ELF file of the output gets the
+# root's dynamic loader as its interpreter and, in its RUNPATH, the output's
+# own and its inputs' (propagated ones included) library directories (lib and lib/<multiarch>, those that
+# exist) and then the root's (entries outside the store are dropped), so
+# `./result/bin/x` runs on the host and the root becomes a runtime reference
+# of the output. GPU code objects (AMDGPU ELF files) are left alone.
 patchElfToRoot() {
     command -v patchelf >/dev/null 2>&1 || { echo "fixup: no patchelf in the root; ELF files left as they are"; return 0; }
     _triplet=$(cc -dumpmachine 2>/dev/null || echo x86_64-linux-gnu)
     _libdir="$rootfs/usr/lib/$_triplet"
     _interp=""
     for _l in "$_libdir"/ld-linux*.so.*; do [ -e "$_l" ] && _interp=$_l && break; done
+    _own=""
+    for _p in "$out" $_inputs; do
+        for _l in "$_p/lib" "$_p/lib/$_triplet"; do
+            [ -d "$_l" ] && _own="$_own${_own:+:}$_l"
+        done
+    done
     find "$out" -type f | while read -r f; do
+        # e_machine 0x3e: x86-64 (AMDGPU code objects are 0xe0).
+        [ "$(od -An -tx1 -j18 -N2 "$f" 2>/dev/null | tr -d ' ')" = 3e00 ] || continue
         patchelf --print-rpath "$f" >/dev/null 2>&1 || continue
         chmod u+w "$f"
         if [ -n "$_interp" ] && patchelf --print-interpreter "$f" >/dev/null 2>&1; then
@@ -146,6 +175,7 @@ patchElfToRoot() {
                 "$NIX_STORE"/*|'$ORIGIN'*) _keep="$_keep${_keep:+:}$_e" ;;
             esac
         done
+        _keep="$_keep${_keep:+:}$_own"
         patchelf --set-rpath "$_keep${_keep:+:}$_libdir" "$f"
         echo "fixup: $f: interpreter and RUNPATH point into the root"
     done
@@ -163,6 +193,10 @@ stripDebug() {
 }
 
 fixupPhase() {
+    if [ -n "${propagatedBuildInputs:-}" ]; then
+        mkdir -p "$out/nix-support"
+        printf '%s\n' $propagatedBuildInputs > "$out/nix-support/propagated-build-inputs"
+    fi
     if [ "${dontStrip:-}" != 1 ]; then
         stripDebug
     fi

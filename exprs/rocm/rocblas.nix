@@ -1,0 +1,22 @@
+# rocBLAS, taken from Debian's binary: the upstream tarball is served, but its
+# second tarball (rocblas_6.4.4.orig-tensile.tar.gz, the Tensile kernel
+# generator) is not, and without it only the slow fallback kernels build.
+# Debian built it for the targets its index records; a request beyond them
+# fails naming what is missing.
+{ rocmLib, licenses, gpuTargets, wantSource, clr }:
+if wantSource "rocblas" then
+  throw "rocblas from source needs rocblas_6.4.4.orig-tensile.tar.gz (sha256 48ee6a9b33631625c7613e1fb8872290cb7c70977506c4f8b7ed102f293fdf38), which the mirror does not serve; supply it with 'rocmx store add-fixed sha256 ./rocblas_6.4.4.orig-tensile.tar.gz'. No from-source expression has been written yet (a 2-5 h build on two cores)"
+else
+rocmLib.debianBinary {
+  pname = "rocblas";
+  version = "6.4.4-4";
+  debs = [ "librocblas4" "librocblas-dev" ];
+  reason = "the mirror does not serve rocblas_6.4.4.orig-tensile.tar.gz (Tensile)";
+  inherit gpuTargets;
+  buildInputs = [ clr ];
+  meta = {
+    description = "rocBLAS: BLAS on AMD GPUs";
+    homepage = "https://github.com/ROCm/rocBLAS";
+    license = licenses.mit;
+  };
+}

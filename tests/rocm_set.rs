@@ -1,0 +1,308 @@
+//! The ROCm package set (`exprs/rocm`, exposed by the repository's
+//! `flake.nix`): which store paths follow the gfx target list and which are
+//! shared, the flake's outputs and parameters, the closure plan of
+//! `pytorch-rocm`, and the errors a user meets (unknown or unsupported
+//! targets, a Debian binary lacking a target, a source the mirror does not
+//! serve). Evaluation only, plus one fixed-output fetch against an empty
+//! local mirror: nothing is downloaded or compiled. The real builds are
+//! `ROCMX_ROCM_E2E=1 cargo test --release --test rocm_e2e` (README "The ROCm
+//! package set").
+
+mod common;
+use common::{err, out};
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_rocmx");
+
+/// Packages whose output never depends on the target list.
+const GFX_INDEPENDENT: &[&str] = &[
+    "llvm",
+    "rocm-device-libs",
+    "comgr",
+    "hipcc",
+    "rocr-runtime",
+    "clr",
+    "rocm-cmake",
+    "rocminfo",
+    "rocm-smi-lib",
+    // Header-only: their installed files are the same for every target;
+    // their test programs (passthru.tests) are per target.
+    "rocprim",
+    "hipcub",
+    "rocthrust",
+];
+
+/// Packages that compile GPU code, or are taken from Debian binaries built
+/// for a checked target list, or depend on such a package.
+const GFX_DEPENDENT: &[&str] = &[
+    "rocrand",
+    "hiprand",
+    "rocsparse",
+    "hipsparse",
+    "rocsolver",
+    "hipsolver",
+    "rocfft",
+    "hipfft",
+    "rocblas",
+    "hipblas",
+    "hipblaslt",
+    "miopen",
+    "magma-rocm",
+    "pytorch-rocm",
+];
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn rocmx(store: &Path, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .arg("--store")
+        .arg(store)
+        .args(args)
+        .current_dir(repo())
+        .env_remove("ROCMX_CONFIG")
+        .output()
+        .unwrap()
+}
+
+fn eval_json(store: &Path, expr: &str) -> serde_json::Value {
+    let o = rocmx(store, &["eval", "--json", "--strict", "-E", expr]);
+    assert!(o.status.success(), "{}", err(&o));
+    serde_json::from_str(&out(&o)).unwrap()
+}
+
+fn names_nix(names: &[&str]) -> String {
+    names
+        .iter()
+        .map(|n| format!("\"{n}\""))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[test]
+fn gfx_independent_paths_are_shared_and_every_dependent_one_changes() {
+    let store = tempfile::tempdir().unwrap();
+    let set = repo().join("exprs/rocm");
+    let all: Vec<&str> = GFX_INDEPENDENT
+        .iter()
+        .chain(GFX_DEPENDENT)
+        .copied()
+        .collect();
+    let v = eval_json(
+        store.path(),
+        &format!(
+            r#"let
+  a = import {set} {{ gpuTargets = [ "gfx90a" ]; }};
+  b = import {set} {{ gpuTargets = [ "gfx90a" "gfx1100" ]; }};
+in map (n: {{ name = n; same = a.${{n}}.drvPath == b.${{n}}.drvPath; dep = a.${{n}}.gfxDependent or null; }}) [ {} ]"#,
+            names_nix(&all),
+            set = set.display()
+        ),
+    );
+    let rows = v.as_array().unwrap();
+    assert_eq!(rows.len(), all.len());
+    for r in rows {
+        let name = r["name"].as_str().unwrap();
+        let same = r["same"].as_bool().unwrap();
+        if GFX_INDEPENDENT.contains(&name) {
+            assert!(
+                same,
+                "{name} is gfx-independent but its store path changed with --gfx"
+            );
+            assert_ne!(r["dep"], serde_json::json!(true), "{name}");
+        } else {
+            assert!(
+                !same,
+                "{name} is gfx-dependent but its store path did not change"
+            );
+        }
+    }
+    // The set covers every package the flake exposes.
+    let o = rocmx(store.path(), &["flake", "show", "--json"]);
+    assert!(o.status.success(), "{}", err(&o));
+    let v: serde_json::Value = serde_json::from_str(&out(&o)).unwrap();
+    let mut exposed: Vec<String> = v["outputs"]["packages"]["x86_64-linux"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    exposed.sort();
+    let mut expected: Vec<String> = all.iter().map(|s| s.to_string()).collect();
+    expected.sort();
+    assert_eq!(exposed, expected);
+}
+
+#[test]
+fn the_flake_passes_gfx_to_the_set_and_the_test_programs_follow_it() {
+    let store = tempfile::tempdir().unwrap();
+    let path = |attr: &str, gfx: &str| {
+        let o = rocmx(store.path(), &["eval", &format!(".#{attr}"), "--gfx", gfx]);
+        assert!(o.status.success(), "{attr}: {}", err(&o));
+        out(&o)
+    };
+    assert_eq!(
+        path("rocr-runtime.drvPath", "gfx90a"),
+        path("rocr-runtime.drvPath", "gfx90a,gfx1100")
+    );
+    assert_eq!(
+        path("rocprim.drvPath", "gfx90a"),
+        path("rocprim.drvPath", "gfx1100")
+    );
+    assert_ne!(
+        path("rocrand.drvPath", "gfx90a"),
+        path("rocrand.drvPath", "gfx90a,gfx1100")
+    );
+    assert_ne!(
+        path("rocprim.tests.reduce.drvPath", "gfx90a"),
+        path("rocprim.tests.reduce.drvPath", "gfx1100")
+    );
+    assert_eq!(
+        path("rocrand.gpuTargets", "gfx1100,gfx90a"),
+        "[ \"gfx1100\" \"gfx90a\" ]\n"
+    );
+}
+
+#[test]
+fn flake_show_lists_the_set_and_its_parameters() {
+    let store = tempfile::tempdir().unwrap();
+    let o = rocmx(store.path(), &["flake", "show"]);
+    assert!(o.status.success(), "{}", err(&o));
+    let text = out(&o);
+    for p in GFX_INDEPENDENT.iter().chain(GFX_DEPENDENT) {
+        assert!(
+            text.contains(&format!("{p}: package '")),
+            "{p} missing:\n{text}"
+        );
+    }
+    assert!(text.contains("gfxTargets (gfx targets)"), "{text}");
+    assert!(text.contains("fromSource (list of string)"), "{text}");
+}
+
+#[test]
+fn the_pytorch_plan_covers_the_closure_and_says_what_never_built() {
+    let store = tempfile::tempdir().unwrap();
+    let o = rocmx(
+        store.path(),
+        &[
+            "build",
+            ".#pytorch-rocm",
+            "--gfx",
+            "gfx1100",
+            "--dry-run",
+            "--json",
+        ],
+    );
+    assert!(o.status.success(), "{}", err(&o));
+    let plan: serde_json::Value = serde_json::from_str(&out(&o)).unwrap();
+    let build: Vec<&str> = plan["build"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_str().unwrap())
+        .collect();
+    for p in [
+        "-pytorch-rocm-2.6.0.drv",
+        "-rocr-runtime-6.4.3.drv",
+        "-rocrand-6.4.3.drv",
+        "-rocblas-6.4.4.drv",
+        "-debian-sid-rocm-dev.drv",
+        "-librocblas4_6.4.4-4.deb.drv",
+    ] {
+        assert!(
+            build.iter().any(|b| b.ends_with(p)),
+            "{p} is not in the plan: {build:?}"
+        );
+    }
+    // Packages that were never built warn, naming themselves.
+    let e = err(&o);
+    assert!(
+        e.contains("warning: pytorch-rocm-2.6.0 is marked broken: never built"),
+        "{e}"
+    );
+}
+
+#[test]
+fn errors_name_the_target_the_package_and_the_fix() {
+    let store = tempfile::tempdir().unwrap();
+    let set = repo().join("exprs/rocm");
+    let fail = |expr: String| {
+        let o = rocmx(store.path(), &["eval", "-E", &expr]);
+        assert!(!o.status.success(), "{expr} succeeded");
+        err(&o)
+    };
+    // An unknown target, through the flake parameter: checked with a suggestion.
+    let o = rocmx(
+        store.path(),
+        &["eval", ".#rocrand.drvPath", "--gfx", "gfx1101x"],
+    );
+    assert!(!o.status.success());
+    assert!(err(&o).contains("gfx1101x"), "{}", err(&o));
+    // ... and through the set's own argument.
+    let e = fail(format!(
+        "(import {} {{ gpuTargets = [ \"gfx1234\" ]; }}).rocrand.drvPath",
+        set.display()
+    ));
+    assert!(e.contains("unknown gfx target [gfx1234]"), "{e}");
+    assert!(e.contains("rocmx gfx list"), "{e}");
+    // A known target the package does not support.
+    let e = fail(format!(
+        "(import {} {{ gpuTargets = [ \"gfx1010\" ]; }}).rocrand.drvPath",
+        set.display()
+    ));
+    assert!(
+        e.contains("rocrand supports none of the requested gfx targets: requested [gfx1010]"),
+        "{e}"
+    );
+    // A Debian binary built without a requested target names what it lacks.
+    let e = fail(format!(
+        "(import {} {{ gpuTargets = [ \"gfx90a\" \"gfx942\" ]; }}).rocblas.drvPath",
+        set.display()
+    ));
+    assert!(e.contains("rocblas is taken from Debian's binary"), "{e}");
+    assert!(e.contains("lacks [gfx942]"), "{e}");
+    // Asking for a package from source that has no such expression.
+    let e = fail(format!(
+        "(import {} {{ fromSource = [ \"rocblas\" ]; }}).rocblas.drvPath",
+        set.display()
+    ));
+    assert!(
+        e.contains("rocmx store add-fixed sha256 ./rocblas_6.4.4.orig-tensile.tar.gz"),
+        "{e}"
+    );
+    let e = fail(format!(
+        "(import {} {{ fromSource = [ \"rocbals\" ]; }}).rocblas.drvPath",
+        set.display()
+    ));
+    assert!(e.contains("fromSource names rocbals"), "{e}");
+}
+
+#[test]
+fn a_source_the_mirror_does_not_serve_fails_with_the_add_fixed_command() {
+    let store = tempfile::tempdir().unwrap();
+    let mirror = tempfile::tempdir().unwrap();
+    let conf = mirror.path().join("rocmx.conf");
+    std::fs::write(
+        &conf,
+        format!("mirror.debian = file://{}\n", mirror.path().display()),
+    )
+    .unwrap();
+    let o = Command::new(BIN)
+        .arg("--store")
+        .arg(store.path())
+        .args(["build", "-f", "exprs/rocm", "rocprim.src", "--no-link"])
+        .current_dir(repo())
+        .env("ROCMX_CONFIG", &conf)
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let e = err(&o);
+    assert!(
+        e.contains("rocmx store add-fixed sha256 ./rocprim_6.4.3.orig.tar.gz"),
+        "{e}"
+    );
+    assert!(e.contains("rocprim_6.4.3.orig.tar.gz"), "{e}");
+}
