@@ -2,8 +2,8 @@
 //! compiler and runtime layer (device libraries, comgr, hipcc and ROCr from
 //! source; the HIP runtime, rocm-cmake and rocminfo from pinned Debian
 //! binaries), rocminfo run on the host, and rocprim, hipcub, rocthrust and
-//! rocrand for one target, each with its test program, whose offload bundle
-//! must hold exactly the requested target. Every package is rebuilt with
+//! rocrand for one target (plus Debian's rocblas), each with its test
+//! program, whose code objects must be exactly the requested target. Every package is rebuilt with
 //! `--check` and must be bit-identical. Where `/dev/kfd` exists the test
 //! programs also run on the GPU.
 //!
@@ -173,11 +173,15 @@ fn the_compiler_layer_and_the_first_libraries_build_and_rebuild_identically() {
     }
 
     // 3. The libraries and their test programs: exactly the requested target.
-    for (pkg, test) in [
-        ("rocprim", "reduce"),
-        ("hipcub", "scan"),
-        ("rocthrust", "sort"),
-        ("rocrand", "generate"),
+    for (pkg, test, name) in [
+        ("hipcc", "math", "hip-math"),
+        ("rocprim", "reduce", "rocprim-reduce"),
+        ("hipcub", "scan", "hipcub-scan"),
+        ("rocthrust", "sort", "rocthrust-sort"),
+        ("rocrand", "generate", "rocrand-generate"),
+        // rocBLAS is Debian's binary; its test checks the library holds
+        // code objects for the target.
+        ("rocblas", "sgemm", "rocblas-sgemm"),
     ] {
         build(&store, &format!(".#{pkg}"), &gfx);
         let t = build(&store, &format!(".#{pkg}.tests.{test}"), &gfx);
@@ -187,9 +191,9 @@ fn the_compiler_layer_and_the_first_libraries_build_and_rebuild_identically() {
             format!("hipv4-amdgcn-amd-amdhsa--{gfx}\n"),
             "{pkg}"
         );
-        let runner = t.join(format!("bin/run-{pkg}-{test}"));
+        let runner = t.join(format!("bin/run-{name}"));
         let o = if gpu {
-            host_command(&store, &t.join(format!("bin/{pkg}-{test}")))
+            host_command(&store, &t.join(format!("bin/{name}")))
                 .output()
                 .unwrap()
         } else {
@@ -204,10 +208,19 @@ fn the_compiler_layer_and_the_first_libraries_build_and_rebuild_identically() {
     }
 
     // 4. Every package rebuilds bit-identically.
-    for p in layer
-        .iter()
-        .chain(["rocprim", "hipcub", "rocthrust", "rocrand"].iter())
-    {
+    for p in layer.iter().chain(
+        [
+            "rocprim",
+            "hipcub",
+            "rocthrust",
+            "rocrand",
+            "hiprand",
+            "hipcc.tests.math",
+            "rocprim.tests.reduce",
+            "rocrand.tests.generate",
+        ]
+        .iter(),
+    ) {
         check(&store, &format!(".#{p}"), &gfx);
     }
     eprintln!("all in {:.0} s", t0.elapsed().as_secs_f64());

@@ -305,4 +305,53 @@ fn a_source_the_mirror_does_not_serve_fails_with_the_add_fixed_command() {
         "{e}"
     );
     assert!(e.contains("rocprim_6.4.3.orig.tar.gz"), "{e}");
+
+    // A binary-backed package asked for from source fetches its source, and
+    // without it says how to supply it.
+    let o = Command::new(BIN)
+        .arg("--store")
+        .arg(store.path())
+        .args(["build", "-f", "exprs/rocm", "hiprand.src", "--no-link"])
+        .args(["--arg", "fromSource", "[ \"hiprand\" ]"])
+        .current_dir(repo())
+        .env("ROCMX_CONFIG", &conf)
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let e = err(&o);
+    assert!(
+        e.contains("rocmx store add-fixed sha256 ./hiprand_6.4.3.orig.tar.gz"),
+        "{e}"
+    );
+}
+
+#[test]
+fn from_source_replaces_the_debian_binary_without_editing_the_expression() {
+    let store = tempfile::tempdir().unwrap();
+    let set = repo().join("exprs/rocm");
+    let v = eval_json(
+        store.path(),
+        &format!(
+            r#"let
+  bin = import {set} {{ }};
+  src = import {set} {{ fromSource = [ "hiprand" "rocminfo" "rocm-cmake" ]; }};
+  row = n: {{
+    binary = bin.${{n}}.meta.fromBinary or null;
+    source = src.${{n}}.meta.fromBinary or null;
+    srcName = src.${{n}}.src.name or null;
+  }};
+in {{ hiprand = row "hiprand"; rocminfo = row "rocminfo"; rocm-cmake = row "rocm-cmake"; }}"#,
+            set = set.display()
+        ),
+    );
+    for (name, file) in [
+        ("hiprand", "hiprand_6.4.3.orig.tar.gz"),
+        ("rocminfo", "rocminfo_7.2.4.orig.tar.gz"),
+        ("rocm-cmake", "rocm-cmake_10.1.orig.tar.gz"),
+    ] {
+        let r = &v[name];
+        assert!(r["binary"].as_str().unwrap().contains(file), "{name}: {r}");
+        assert_eq!(r["source"], serde_json::Value::Null, "{name}: {r}");
+        assert_eq!(r["srcName"], file, "{name}: {r}");
+    }
 }

@@ -17,6 +17,7 @@ let
   inherit (builtins) concatStringsSep fromJSON isString map readFile split;
 
   fetchers = import ./fetchers.nix;
+  licenses = import ./licenses.nix;
 
   # A store path name from any text: characters outside [A-Za-z0-9+._?=-]
   # (the epoch's `:` in a version, say) become `_`.
@@ -37,12 +38,20 @@ let
     let
       packages = (fromJSON (readFile lock)).packages;
     in
-    derivation {
+    (derivation {
       inherit name;
       system = builtins.currentSystem;
       builder = "builtin:unpack-debs";
       # In lock order: a later package's file replaces an earlier one's.
       debs = map fetchDeb packages;
+    }) // {
+      # For tools that walk packages (rocmx licenses, rocmx graph); not part
+      # of the derivation.
+      meta = {
+        description = "Debian ${(fromJSON (readFile lock)).suite} root of ${toString (builtins.length packages)} pinned packages";
+        license = licenses.debianMain;
+        fromBinary = "Debian's pinned binary packages (${baseNameOf (toString lock)})";
+      };
     };
 
   # The pool directory of a source package: `h` for hello, `libf` for libfoo.

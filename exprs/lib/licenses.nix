@@ -19,6 +19,9 @@ in
   ncsa = free "NCSA" "University of Illinois/NCSA Open Source License";
   psfl = free "PSF-2.0" "Python Software Foundation License 2.0";
   zlib = free "Zlib" "zlib License";
+  # Debian's main archive: every package DFSG-free, under its own licences
+  # (each package's /usr/share/doc/PKG/copyright), as a root made of many.
+  debianMain = { spdxId = "LicenseRef-Debian-main"; fullName = "Debian main (DFSG-free; per-package licences)"; free = true; redistributable = true; };
   # Not free: AMD's binary blobs and the like.
   unfree = { spdxId = "LicenseRef-unfree"; fullName = "Unfree"; free = false; redistributable = false; };
   unfreeRedistributable = {

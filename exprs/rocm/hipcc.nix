@@ -5,7 +5,12 @@
 # this set unless the caller says otherwise: clang 21 of the build root
 # (HIP_CLANG_PATH), the device libraries built here (DEVICE_LIB_PATH), and
 # the HIP runtime's headers and libraries (HIP_PATH, ROCM_PATH: clr).
-{ stdenv, rocmLib, licenses, rocm-device-libs, clr }:
+#
+# passthru.tests.math compiles a kernel calling device-library math for the
+# requested targets (the only use of gpuTargets here: hipcc itself is the
+# same for every target list).
+{ stdenv, rocmLib, licenses, gpuTargets, rocm-device-libs, clr }:
+let self =
 stdenv.mkDerivation {
   pname = "hipcc";
   version = "7.0.2";
@@ -37,10 +42,19 @@ stdenv.mkDerivation {
       chmod +x "$out/bin/$tool"
     done
   '';
+  passthru.tests.math = rocmLib.hipTest {
+    name = "hip-math";
+    src = ./tests/hip-math.hip;
+    targets = rocmLib.gfx { pname = "hipcc"; supported = rocmLib.rocm64Targets; requested = gpuTargets; };
+    nativeBuildInputs = [ self ];
+    buildInputs = [ clr ];
+  };
   meta = {
     description = "HIP compiler driver";
     homepage = "https://github.com/ROCm/llvm-project/tree/amd-staging/amd/hipcc";
     license = licenses.mit;
     debianVersion = "7.0.2+dfsg-3";
   };
-}
+};
+in
+self

@@ -44,7 +44,10 @@
 #     output holds bin/NAME, `targets` (one bundle entry per line) and
 #     bin/run-NAME, which runs the program where /dev/kfd exists and otherwise
 #     says that no GPU is present and exits 77 (the "skipped" code of
-#     automake and autopkgtest).
+#     automake and autopkgtest). `src` is a .hip file, or a .cpp file of
+#     host code calling a library; then `targetCheck` (shell printing one
+#     hipv4-amdgcn-amd-amdhsa--TARGET line per target the library holds code
+#     for) replaces the bundle listing.
 { stdenv, lock, gpu }:
 let
   inherit (builtins) concatStringsSep elem filter fromJSON head listToAttrs map readFile;
@@ -161,9 +164,19 @@ let
       meta = meta // { gpuTargets = supported; };
     };
 
-  hipTest = { name, src, targets, buildInputs ? [ ], nativeBuildInputs ? [ ], libs ? "" }:
+  # A hipTest targetCheck for a test program without kernels of its own:
+  # the gfx targets of the offload bundle in a shared library of the package
+  # (`file`, relative to the package).
+  libraryBundleCheck = pkg: file: ''
+    cp ${pkg}/${file} ./lib-bundle-src && chmod u+w ./lib-bundle-src
+    objcopy --dump-section .hip_fatbin=lib-fatbin.o ./lib-bundle-src
+    clang-offload-bundler --list --type=o --input=lib-fatbin.o | grep -v '^host-'
+  '';
+
+  hipTest = { name, src, targets, buildInputs ? [ ], nativeBuildInputs ? [ ], libs ? "", targetCheck ? null }:
     stdenv.mkDerivation {
       inherit name src buildInputs nativeBuildInputs libs;
+      targetCheck = if targetCheck == null then "" else targetCheck;
       expected = map (t: "hipv4-amdgcn-amd-amdhsa--${t}") targets;
       dontUnpack = "1";
       dontConfigure = "1";
@@ -175,11 +188,17 @@ let
             [ -d "$l" ] && rpath="$rpath -Wl,-rpath,$l"
           done
         done
-        cp "$src" ./test.hip
-        hipcc -O2 $offload test.hip -o "$name" $libs $rpath
-        cp "$name" ./bundle-src && chmod u+w ./bundle-src
-        objcopy --dump-section .hip_fatbin=fatbin.o ./bundle-src
-        clang-offload-bundler --list --type=o --input=fatbin.o | grep -v '^host-' | sort > targets
+        case "$src" in *.cpp) cp "$src" ./test.cpp; file=test.cpp ;; *) cp "$src" ./test.hip; file=test.hip ;; esac
+        hipcc -O2 $offload "$file" -o "$name" $libs $rpath
+        if [ -n "$targetCheck" ]; then
+          # A program without kernels of its own: the check lists the
+          # library's code objects for the requested targets instead.
+          eval "$targetCheck" | sort -u > targets
+        else
+          cp "$name" ./bundle-src && chmod u+w ./bundle-src
+          objcopy --dump-section .hip_fatbin=fatbin.o ./bundle-src
+          clang-offload-bundler --list --type=o --input=fatbin.o | grep -v '^host-' | sort > targets
+        fi
         printf '%s\n' $expected | sort > expected
         if ! cmp -s targets expected; then
           echo "the code objects of $name are not the requested targets:" >&2
@@ -207,5 +226,5 @@ let
     };
 in
 {
-  inherit origSource debianBinary debianTargets gfx checkKnown covers locked rocm64Targets hipCmakeFlags hipLibrary hipTest;
+  inherit origSource debianBinary debianTargets gfx checkKnown covers locked rocm64Targets hipCmakeFlags hipLibrary hipTest libraryBundleCheck;
 }

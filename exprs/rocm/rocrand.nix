@@ -28,6 +28,7 @@ let
         nativeBuildInputs = [ hipcc ];
         buildInputs = [ self clr ];
         libs = "-lrocrand";
+        targetCheck = rocmLib.libraryBundleCheck self "lib/librocrand.so";
       };
     };
     meta = {

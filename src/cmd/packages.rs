@@ -4,9 +4,11 @@
 //! The closure is walked through the package values, not the `.drv` files
 //! (which carry no `meta`): a derivation value's (an attribute set with
 //! `type = "derivation"`) `nativeBuildInputs`, `buildInputs`,
-//! `propagatedBuildInputs` and `src` are followed, through lists; at the top,
-//! a list or a plain set is searched for derivations. Packages are keyed by
-//! `name` (two derivations of one name are one package).
+//! `propagatedBuildInputs` and `rootfs` are followed, through lists; at the
+//! top, a list or a plain set is searched for derivations. Fixed-output
+//! derivations (with `outputHash`: fetched sources and `.deb`s) are not
+//! packages and are skipped. Packages are keyed by `name` (two derivations
+//! of one name are one package).
 //!
 //! Read from each package: `meta.license` (a licence set from
 //! `exprs/lib/licenses.nix`, a list of them, or an SPDX string; an error there
@@ -28,12 +30,15 @@ use super::StoreOpt;
 use crate::evalstore::LocalEvalStore;
 use crate::flake::{parse_installable, FlakeOpts, Installable};
 
-/// The inputs followed from a package, in this order.
+/// The inputs followed from a package, in this order. `rootfs` is the build
+/// root of a stdenv package (a Debian root, itself a package); `src` is not
+/// followed: a source carries its package's licence, and the fetches
+/// (fixed outputs) behind sources and roots are not packages.
 const INPUTS: [&str; 4] = [
     "nativeBuildInputs",
     "buildInputs",
     "propagatedBuildInputs",
-    "src",
+    "rootfs",
 ];
 
 /// Walks nested deeper than this are cut off.
@@ -235,6 +240,9 @@ fn walk(
                         walk(ev, &x, seen, depth + 1, found)?;
                     }
                 }
+                return Ok(());
+            }
+            if a.get("outputHash").is_some() {
                 return Ok(());
             }
             // By name: the drvPath of a non-free package is guarded (reading

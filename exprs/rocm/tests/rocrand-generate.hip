@@ -14,7 +14,7 @@ int main() {
     rocrand_set_seed(g, 1234);
     if (rocrand_generate_uniform(g, d, n) != ROCRAND_STATUS_SUCCESS) { std::puts("generate failed"); return 1; }
     std::vector<float> h(n);
-    hipMemcpy(h.data(), d, n * sizeof(float), hipMemcpyDeviceToHost);
+    if (hipMemcpy(h.data(), d, n * sizeof(float), hipMemcpyDeviceToHost) != hipSuccess) { std::puts("hipMemcpy failed"); return 1; }
     double sum = 0;
     for (float x : h) { if (!(x > 0.0f && x <= 1.0f)) { std::printf("out of range: %f\n", x); return 1; } sum += x; }
     double mean = sum / n;
