@@ -35,6 +35,7 @@
 //! trusted-public-keys = cache-1:BASE64 other-1:BASE64
 //! secret-key-files = /etc/rocmx/cache-1.secret   # sign what is pushed
 //! access-tokens = cache.example.org:8080=TOKEN    # push to rocmx serve --writable
+//! require-sigs-count = 2      # trusted keys that must agree on a floating output (default 1)
 //!
 //! keep-derivations = true     # gc keeps the .drv of every live path (default true)
 //! keep-outputs = false        # gc keeps the outputs of every live .drv (default false)
@@ -52,11 +53,12 @@ use rocmx_builder::fetchurl::{strip_comment, Mirrors};
 use rocmx_builder::realise::BuildOptions;
 
 /// The settings of the `NAME = VALUE` form (all but `mirror.NAME`).
-pub const SETTINGS: [&str; 14] = [
+pub const SETTINGS: [&str; 15] = [
     "substituters",
     "trusted-public-keys",
     "secret-key-files",
     "access-tokens",
+    "require-sigs-count",
     "timeout",
     "max-silent-time",
     "max-build-processes",
@@ -197,6 +199,15 @@ impl Config {
         Ok(out)
     }
 
+    /// `require-sigs-count`: how many distinct trusted keys must have signed
+    /// realisations that agree on a floating output's path before it is substituted
+    /// (default 1).
+    pub fn require_sigs_count(&self) -> Result<usize, String> {
+        self.value("require-sigs-count")
+            .map_or(Ok(1), parse_sigs_count)
+            .map_err(|e| format!("require-sigs-count: {e}"))
+    }
+
     /// The `access-tokens` that apply (white-space separated `HOST[:PORT]=TOKEN`).
     pub fn access_tokens(&self) -> Result<rocmx_cache::transport::AccessTokens, String> {
         rocmx_cache::transport::AccessTokens::parse(self.value("access-tokens").unwrap_or(""))
@@ -224,6 +235,16 @@ fn parse_secs(value: &str) -> Result<Option<Duration>, String> {
         .parse()
         .map_err(|_| format!("expected a number of seconds, found '{value}'"))?;
     Ok((n > 0).then(|| Duration::from_secs(n)))
+}
+
+/// A number of signatures, at least 1.
+fn parse_sigs_count(value: &str) -> Result<usize, String> {
+    match value.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!(
+            "expected a number of trusted signatures (1 or more), found '{value}'"
+        )),
+    }
 }
 
 /// `true` or `false`, as Nix writes booleans.
@@ -263,6 +284,10 @@ fn apply_setting(opts: &mut BuildOptions, name: &str, value: &str) -> Result<(),
         "substituters" | "trusted-public-keys" | "secret-key-files" => {}
         "access-tokens" => {
             rocmx_cache::transport::AccessTokens::parse(value)?;
+        }
+        // Substitution: read by the commands that substitute ([`Config::require_sigs_count`]).
+        "require-sigs-count" => {
+            parse_sigs_count(value)?;
         }
         // Garbage collection: read by `rocmx store gc` ([`Config::flag`]).
         "keep-derivations" | "keep-outputs" => {
@@ -375,6 +400,21 @@ mod tests {
         assert_eq!(c.flag("keep-derivations", true), Ok(false));
         let e = config("keep-outputs = yes\n").err().unwrap();
         assert!(e.contains("expected true or false"), "{e}");
+    }
+
+    #[test]
+    fn require_sigs_count_defaults_to_one_and_is_checked() {
+        let mut c = config("").unwrap();
+        assert_eq!(c.require_sigs_count(), Ok(1));
+        c.add_options(&["require-sigs-count".into(), "2".into()])
+            .unwrap();
+        assert_eq!(c.require_sigs_count(), Ok(2));
+        for bad in ["0", "-1", "two"] {
+            let e = config(&format!("require-sigs-count = {bad}\n"))
+                .err()
+                .unwrap();
+            assert!(e.contains("1 or more") && e.contains("line 1"), "{e}");
+        }
     }
 
     #[test]

@@ -10,12 +10,14 @@
 //! | 1    | the request failed (evaluation error, bad input, …)      |
 //! | 2    | the command line itself is wrong (usage error)           |
 
+mod challenge;
 mod cmd;
 mod config;
 mod evalstore;
 mod fetcher;
 mod flake;
 mod gfx;
+mod quorum;
 mod substitute;
 mod unpack_debs;
 
@@ -78,6 +80,11 @@ enum Command {
     Key(cmd::key::KeyArgs),
     /// Serve the local store as a binary cache over HTTP (read-only, or `--writable` with a token).
     Serve(cmd::serve::ServeArgs),
+    /// Compare the outputs realised here with what binary caches serve for the same derivations.
+    Challenge(cmd::challenge::ChallengeArgs),
+    /// Rebuild a closure under variations of the build environment (time, umask, user,
+    /// …) and report which outputs are not reproducible, and why.
+    Verify(cmd::verify::VerifyArgs),
 }
 
 /// Stack for the thread that does the work. Evaluation grows its own stack on
@@ -111,6 +118,8 @@ fn main() {
                 Command::Copy(args) => cmd::copy::run(args, &store),
                 Command::Key(args) => cmd::key::run(args),
                 Command::Serve(args) => cmd::serve::run(args, &store),
+                Command::Challenge(args) => cmd::challenge::run(args, &store),
+                Command::Verify(args) => cmd::verify::run(args, &store),
             }
         });
     let code = match worker.map(|h| h.join()) {

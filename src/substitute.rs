@@ -15,6 +15,13 @@
 //! the cache without it. `--offline` turns substitution off. HTTP
 //! caches use the `connect-timeout` and `stalled-download-timeout` settings.
 //!
+//! With `require-sigs-count N` above 1, a floating output is taken only when at least
+//! N distinct trusted keys signed realisations that agree on its path: every cache is
+//! asked, and their answers are weighed together by [`crate::quorum`]; otherwise the
+//! derivation is built, with a warning naming the claims (a disagreement between
+//! caches shows there). With 1 (the default) the first cache that has a trusted
+//! realisation is believed, as before.
+//!
 //! Must not: register anything `rocmx_cache` did not check, or print anything but
 //! warnings.
 
@@ -29,15 +36,22 @@ use rocmx_cache::transport::{self, Transport};
 use rocmx_cache::{par, pull, CacheError};
 use rocmx_store::{LocalStore, StorePath};
 
+use crate::quorum::{self, Verdict};
+
 /// The caches of one run.
 pub struct Caches {
     caches: Vec<Box<dyn Transport>>,
     trusted: TrustedKeys,
     fallback: bool,
+    /// `require-sigs-count`: distinct trusted signers a floating output's path needs.
+    require_sigs: usize,
     /// Requests in flight at most.
     jobs: usize,
     /// Caches that failed a query: not asked again.
     disabled: Mutex<BTreeSet<usize>>,
+    /// The realisations (`<drvhash>!<output>`) a `require-sigs-count` warning was given
+    /// for: a derivation may be looked up again before it is built, warned about once.
+    warned: Mutex<BTreeSet<String>>,
     /// The narinfos [`Substituter::plan`] found, by path, with the cache that has it.
     planned: Mutex<HashMap<StorePath, (usize, NarInfo)>>,
 }
@@ -51,11 +65,13 @@ impl std::fmt::Debug for Caches {
 
 impl Caches {
     /// The caches named in `urls` (white-space separated), trusting `trusted`
-    /// (white-space separated public keys).
+    /// (white-space separated public keys), taking a floating output only when
+    /// `require_sigs` of them signed its path (see the module documentation).
     pub fn new(
         urls: &str,
         trusted: &str,
         fallback: bool,
+        require_sigs: usize,
         timeouts: transport::Timeouts,
     ) -> Result<Caches, String> {
         let trusted =
@@ -74,8 +90,10 @@ impl Caches {
             caches,
             trusted,
             fallback,
+            require_sigs: require_sigs.max(1),
             jobs: par::DEFAULT_JOBS,
             disabled: Mutex::new(BTreeSet::new()),
+            warned: Mutex::new(BTreeSet::new()),
             planned: Mutex::new(HashMap::new()),
         })
     }
@@ -135,8 +153,12 @@ impl Caches {
         Ok(Some(found))
     }
 
-    /// The first cache, in order, with every output of `q`.
+    /// The first cache, in order, with every output of `q`; with `require-sigs-count`
+    /// above 1 and a floating output, what the caches vouch for together.
     fn query_one(&self, q: &Query) -> Option<Found> {
+        if self.require_sigs > 1 && q.key.is_some() && q.outputs.iter().any(|(_, f)| f.is_none()) {
+            return self.query_quorum(q);
+        }
         for (i, cache) in self.enabled() {
             match self.query_cache(cache, q) {
                 Ok(Some(f)) => return Some(f),
@@ -145,6 +167,56 @@ impl Caches {
             }
         }
         None
+    }
+
+    /// Every output of `q` from all the caches together: a fixed one from the first
+    /// cache with its narinfo, a floating one when [`quorum::decide`] accepts a path;
+    /// `None` (with a warning when caches disagree or signers are too few) otherwise.
+    fn query_quorum(&self, q: &Query) -> Option<Found> {
+        let enabled = self.enabled();
+        let mut found = Found {
+            outputs: BTreeMap::new(),
+            signatures: BTreeMap::new(),
+            source: String::new(),
+        };
+        for (o, fixed) in &q.outputs {
+            if let Some(p) = fixed {
+                let (i, _) = self.narinfo_any(p, None).ok()?;
+                if found.source.is_empty() {
+                    found.source = self.caches[i].url().to_string();
+                }
+                found.outputs.insert(o.clone(), p.clone());
+                continue;
+            }
+            let key = q.key.as_deref()?;
+            let mut answers = Vec::new();
+            for (i, cache) in &enabled {
+                match pull::realisation(*cache, key, o, &self.trusted) {
+                    Ok(Some(r)) => answers.push((cache.url().to_string(), r)),
+                    Ok(None) => {}
+                    Err(e) => self.disable(*i, &e),
+                }
+            }
+            let verdict = quorum::decide(&answers, &self.trusted, self.require_sigs);
+            let what = format!("{key}!{o}");
+            if let Some(w) = verdict.describe(&what, self.require_sigs) {
+                let mut warned = self.warned.lock().unwrap_or_else(|e| e.into_inner());
+                if warned.insert(what) {
+                    eprintln!("warning: {w}");
+                }
+            }
+            match verdict {
+                Verdict::Accepted { accepted, .. } => {
+                    if found.source.is_empty() {
+                        found.source = accepted.caches.first().cloned().unwrap_or_default();
+                    }
+                    found.outputs.insert(o.clone(), accepted.out_path);
+                    found.signatures.insert(o.clone(), accepted.signatures);
+                }
+                Verdict::Absent | Verdict::Refused { .. } => return None,
+            }
+        }
+        Some(found)
     }
 
     /// The first cache, in order, with a trusted narinfo of `p`, skipping `except`.

@@ -81,15 +81,18 @@ fn closure_libs(store: &Path, exe: &Path) -> (PathBuf, String) {
     let mut loader = None;
     for r in refs.lines() {
         let phys = store.join("store").join(r.rsplit('/').next().unwrap());
+        let l = phys.join("usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2");
+        if l.exists() {
+            // The root: its lib (a link to usr/lib) holds Debian's ROCm libraries too,
+            // which must come after the packages'.
+            root_dirs.push(phys.join("usr/lib/x86_64-linux-gnu").display().to_string());
+            loader = Some(l);
+            continue;
+        }
         for sub in ["lib", "lib/x86_64-linux-gnu"] {
             if phys.join(sub).is_dir() {
                 dirs.push(phys.join(sub).display().to_string());
             }
-        }
-        let l = phys.join("usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2");
-        if l.exists() {
-            root_dirs.push(phys.join("usr/lib/x86_64-linux-gnu").display().to_string());
-            loader = Some(l);
         }
     }
     dirs.extend(root_dirs);

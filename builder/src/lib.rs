@@ -27,5 +27,6 @@ pub mod qa;
 pub mod realise;
 pub mod resolve;
 pub mod structured;
+pub mod vary;
 
 pub use realise::{log_path, BuildError, BuildOptions, Realised, Realiser};

@@ -122,6 +122,7 @@ impl Fixture {
             log: Box::new(self.log.clone()),
             host_ids: self.host_ids(),
             limits: Limits::default(),
+            variant: Default::default(),
         }
     }
 

@@ -222,6 +222,18 @@ impl TrustedKeys {
                 .then_some(k.name())
         })
     }
+
+    /// Every distinct trusted key that made one of `signatures` over `fingerprint`, in
+    /// the order of the trusted list (a key listed twice counts once).
+    pub fn signers(&self, fingerprint: &str, signatures: &[String]) -> Vec<&PublicKey> {
+        let mut out: Vec<&PublicKey> = Vec::new();
+        for k in &self.keys {
+            if !out.contains(&k) && signatures.iter().any(|s| k.verifies(fingerprint, s)) {
+                out.push(k);
+            }
+        }
+        out
+    }
 }
 
 #[cfg(test)]
@@ -272,6 +284,27 @@ mod tests {
         let c = SecretKey::generate("c").unwrap();
         assert_eq!(trusted.check(fp, &[c.sign(fp), "junk".into()]), None);
         assert_eq!(trusted.check(fp, &[c.sign(fp), a.sign(fp)]), Some("a"));
+    }
+
+    #[test]
+    fn signers_are_the_distinct_trusted_keys_with_a_valid_signature() {
+        let a = SecretKey::generate("a").unwrap();
+        let b = SecretKey::generate("b").unwrap();
+        let c = SecretKey::generate("c").unwrap();
+        // a listed twice counts once; c is not trusted.
+        let trusted =
+            TrustedKeys::parse(&format!("{} {} {}", a.public(), b.public(), a.public())).unwrap();
+        let fp = "rocmx-realisation-1;x!out;/rocmx/store/y";
+        let names = |sigs: &[String]| -> Vec<String> {
+            trusted
+                .signers(fp, sigs)
+                .iter()
+                .map(|k| k.name().to_string())
+                .collect()
+        };
+        assert_eq!(names(&[b.sign(fp), a.sign(fp), a.sign(fp)]), ["a", "b"]);
+        assert_eq!(names(&[c.sign(fp), b.sign("other")]), Vec::<String>::new());
+        assert_eq!(names(&[c.sign(fp), b.sign(fp)]), ["b"]);
     }
 
     #[test]

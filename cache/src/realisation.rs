@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use rocmx_store::StorePath;
 
-use crate::keys::{SecretKey, TrustedKeys};
+use crate::keys::{PublicKey, SecretKey, TrustedKeys};
 
 /// A realisation record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -120,6 +120,13 @@ impl Realisation {
     /// The name of a trusted key that signed it, if any.
     pub fn trusted_by<'a>(&self, keys: &'a TrustedKeys) -> Option<&'a str> {
         keys.check(&self.fingerprint(), &self.signatures)
+    }
+
+    /// Every distinct trusted key whose signature over it is among `signatures` (its
+    /// own, or the union of several copies of the same record: the fingerprint is the
+    /// same for every copy that names the same `out_path`).
+    pub fn signers<'a>(&self, keys: &'a TrustedKeys, signatures: &[String]) -> Vec<&'a PublicKey> {
+        keys.signers(&self.fingerprint(), signatures)
     }
 }
 

@@ -70,33 +70,8 @@ hash mismatch, 108 a --check difference and a failed build.";
 #[derive(Args, Debug)]
 #[command(after_help = EXIT_CODES)]
 pub struct BuildArgs {
-    /// Without --file/--expr: the files to build (a directory means its default.nix).
-    /// With --file or --expr: attribute paths to select from it.
-    #[arg(value_name = "FILE|ATTRPATH")]
-    positional: Vec<String>,
-    /// Build from this file; the positional arguments are attribute paths in it.
-    #[arg(
-        short = 'f',
-        long = "file",
-        value_name = "FILE",
-        conflicts_with = "expr"
-    )]
-    file: Option<PathBuf>,
-    /// Build from this expression; the positional arguments are attribute paths in it.
-    #[arg(short = 'E', long = "expr", value_name = "EXPR")]
-    expr: Option<String>,
-    /// Pass NAME = EXPR to a top-level function with formals.
-    #[arg(long = "arg", num_args = 2, value_names = ["NAME", "EXPR"], action = clap::ArgAction::Append)]
-    arg: Vec<String>,
-    /// Pass NAME = "STR" to a top-level function with formals.
-    #[arg(long = "argstr", num_args = 2, value_names = ["NAME", "STR"], action = clap::ArgAction::Append)]
-    argstr: Vec<String>,
-    /// Select this attribute path (may be repeated; adds to the positional ones).
-    #[arg(short = 'A', long = "attr", value_name = "ATTRPATH")]
-    attr: Vec<String>,
-    /// Add a search path entry: DIR or NAME=DIR (used by `<NAME>`).
-    #[arg(short = 'I', long = "include", value_name = "PATH")]
-    include: Vec<String>,
+    #[command(flatten)]
+    pub(crate) installable: InstallableArgs,
     /// Print what would be built and what is already valid; build nothing.
     #[arg(long)]
     dry_run: bool,
@@ -161,72 +136,69 @@ pub struct BuildArgs {
     /// the default; plain lines without a terminal), `plain` lines, or `json` events.
     #[arg(long = "log-format", value_name = "FORMAT", default_value = "bar")]
     log_format: LogFormat,
+}
+
+/// What to evaluate: the installables and the evaluation options that `rocmx build`
+/// shares with the commands that look at what a build would realise (`rocmx
+/// challenge`). [`evaluate`] turns them into [`Target`]s.
+#[derive(Args, Debug)]
+pub(crate) struct InstallableArgs {
+    /// Without --file/--expr: the files to build (a directory means its default.nix).
+    /// With --file or --expr: attribute paths to select from it.
+    #[arg(value_name = "FILE|ATTRPATH")]
+    pub(crate) positional: Vec<String>,
+    /// Build from this file; the positional arguments are attribute paths in it.
+    #[arg(
+        short = 'f',
+        long = "file",
+        value_name = "FILE",
+        conflicts_with = "expr"
+    )]
+    pub(crate) file: Option<PathBuf>,
+    /// Build from this expression; the positional arguments are attribute paths in it.
+    #[arg(short = 'E', long = "expr", value_name = "EXPR")]
+    pub(crate) expr: Option<String>,
+    /// Pass NAME = EXPR to a top-level function with formals.
+    #[arg(long = "arg", num_args = 2, value_names = ["NAME", "EXPR"], action = clap::ArgAction::Append)]
+    pub(crate) arg: Vec<String>,
+    /// Pass NAME = "STR" to a top-level function with formals.
+    #[arg(long = "argstr", num_args = 2, value_names = ["NAME", "STR"], action = clap::ArgAction::Append)]
+    pub(crate) argstr: Vec<String>,
+    /// Select this attribute path (may be repeated; adds to the positional ones).
+    #[arg(short = 'A', long = "attr", value_name = "ATTRPATH")]
+    pub(crate) attr: Vec<String>,
+    /// Add a search path entry: DIR or NAME=DIR (used by `<NAME>`).
+    #[arg(short = 'I', long = "include", value_name = "PATH")]
+    pub(crate) include: Vec<String>,
     /// Maximum depth of nested function calls before evaluation stops.
     #[arg(long, value_name = "N", default_value_t = 20_000)]
-    max_call_depth: usize,
+    pub(crate) max_call_depth: usize,
     /// Show the chain of "while evaluating" frames on evaluation errors.
     #[arg(long)]
-    show_trace: bool,
+    pub(crate) show_trace: bool,
     #[command(flatten)]
-    flake: FlakeOpts,
+    pub(crate) flake: FlakeOpts,
 }
 
 /// One derivation to realise, as found in the value.
-struct Target {
-    drv: StorePath,
+pub(crate) struct Target {
+    pub(crate) drv: StorePath,
     /// The output selected (`outputName` of the value), or all of them.
-    output: Option<String>,
+    pub(crate) output: Option<String>,
 }
 
 pub fn run(mut args: BuildArgs, store_opt: &StoreOpt) -> i32 {
-    if args.file.is_none() && args.expr.is_none() && args.positional.is_empty() {
-        // As `nix build` and `nix-build` do: the flake here, else default.nix.
-        let here = cwd();
-        if here.join("flake.nix").is_file() {
-            args.positional.push(".#default".into());
-        } else if here.join("default.nix").is_file() {
-            args.positional.push("./default.nix".into());
-        } else {
-            eprintln!(
-                "error: nothing to build: there is no flake.nix or default.nix in '{}'; give \
-                 FLAKEREF#ATTRPATH, a FILE, --file FILE or --expr EXPR",
-                here.display()
-            );
-            return 2;
-        }
-    }
-    if (args.flake.gfx.is_some() || !args.flake.set.is_empty())
-        && (args.file.is_some() || args.expr.is_some())
-    {
-        eprintln!(
-            "error: --gfx and --set set flake parameters; with --file or --expr use --arg/--argstr"
-        );
-        return 2;
+    if let Err(code) = check_installables(&mut args.installable, "build") {
+        return code;
     }
     let store = match super::path_info::open_store_or_exit(store_opt) {
         Ok(s) => s,
         Err(code) => return code,
     };
-    let settings = settings(&args);
-    let eval_store = Rc::new(LocalEvalStore::new(store.clone()));
-    let mut ev = Evaluator::new(settings, eval_store.clone());
-    // For `builtins.getFlake` (made when first used); a flake installable
-    // sets its own.
-    ev.fetcher = Some(Rc::new(crate::flake::LazyFetcher::new(store.clone())));
-    let mut params = None;
-    let targets = match find_targets(&mut ev, &args, &store, &mut params)
-        .and_then(|t| eval_store.flush().map(|()| t))
-    {
-        Ok(t) => t,
-        Err(e) => {
-            eprint!("{}", ev.sources.render(&e, args.show_trace));
-            std::mem::forget(ev);
-            return 1;
-        }
+    let (targets, params) = match evaluate(&args.installable, &store) {
+        Ok(x) => x,
+        Err(code) => return code,
     };
-    // Evaluation is over; the realiser only reads the store.
-    std::mem::forget(ev);
-    let params = params.map(|p| crate::flake::params_json(&p));
     let r = if args.dry_run {
         dry_run::dry_run(&store, &targets, &args, params.as_ref()).map(|()| 0)
     } else {
@@ -242,7 +214,66 @@ pub fn run(mut args: BuildArgs, store_opt: &StoreOpt) -> i32 {
     }
 }
 
-fn settings(args: &BuildArgs) -> EvalSettings {
+/// Without an installable, names the flake here (`.#default`), else `./default.nix`, as
+/// `nix build` and `nix-build` do; refuses flake parameters with `--file`/`--expr`.
+/// `Err` is the exit code (2), the error printed; `verb` is the command's, for it.
+pub(crate) fn check_installables(inst: &mut InstallableArgs, verb: &str) -> Result<(), i32> {
+    if inst.file.is_none() && inst.expr.is_none() && inst.positional.is_empty() {
+        let here = cwd();
+        if here.join("flake.nix").is_file() {
+            inst.positional.push(".#default".into());
+        } else if here.join("default.nix").is_file() {
+            inst.positional.push("./default.nix".into());
+        } else {
+            eprintln!(
+                "error: nothing to {verb}: there is no flake.nix or default.nix in '{}'; give \
+                 FLAKEREF#ATTRPATH, a FILE, --file FILE or --expr EXPR",
+                here.display()
+            );
+            return Err(2);
+        }
+    }
+    if (inst.flake.gfx.is_some() || !inst.flake.set.is_empty())
+        && (inst.file.is_some() || inst.expr.is_some())
+    {
+        eprintln!(
+            "error: --gfx and --set set flake parameters; with --file or --expr use --arg/--argstr"
+        );
+        return Err(2);
+    }
+    Ok(())
+}
+
+/// Evaluates the installables (writing `.drv` files and sources to `store`) and finds
+/// the derivations in the values (see the module documentation), with the flake
+/// parameters in force as JSON. `Err` is the exit code (1), the error rendered.
+pub(crate) fn evaluate(
+    inst: &InstallableArgs,
+    store: &Rc<LocalStore>,
+) -> Result<(Vec<Target>, Option<serde_json::Value>), i32> {
+    let settings = settings(inst);
+    let eval_store = Rc::new(LocalEvalStore::new(store.clone()));
+    let mut ev = Evaluator::new(settings, eval_store.clone());
+    // For `builtins.getFlake` (made when first used); a flake installable
+    // sets its own.
+    ev.fetcher = Some(Rc::new(crate::flake::LazyFetcher::new(store.clone())));
+    let mut params = None;
+    let targets = match find_targets(&mut ev, inst, store, &mut params)
+        .and_then(|t| eval_store.flush().map(|()| t))
+    {
+        Ok(t) => t,
+        Err(e) => {
+            eprint!("{}", ev.sources.render(&e, inst.show_trace));
+            std::mem::forget(ev);
+            return Err(1);
+        }
+    };
+    // Evaluation is over; what follows only reads the store.
+    std::mem::forget(ev);
+    Ok((targets, params.map(|p| crate::flake::params_json(&p))))
+}
+
+fn settings(args: &InstallableArgs) -> EvalSettings {
     let entry = |s: &str| match s.split_once('=') {
         Some((prefix, path)) if !prefix.contains('/') => (prefix.to_string(), path.to_string()),
         _ => (String::new(), s.to_string()),
@@ -268,7 +299,7 @@ fn eval_err(msg: String) -> Box<EvalError> {
 /// `params` receives the parameters in force when a flake was evaluated.
 fn find_targets(
     ev: &mut Evaluator,
-    args: &BuildArgs,
+    args: &InstallableArgs,
     store: &Rc<LocalStore>,
     params: &mut Option<BTreeMap<String, ParamValue>>,
 ) -> EResult<Vec<Target>> {
@@ -485,6 +516,7 @@ fn options(args: &BuildArgs) -> Result<BuildOptions, Fail> {
             urls,
             cfg.value("trusted-public-keys").unwrap_or(""),
             args.fallback,
+            cfg.require_sigs_count().map_err(Fail::Msg)?,
             rocmx_cache::transport::Timeouts {
                 connect: opts.fetch_limits.connect_timeout,
                 read: opts.fetch_limits.stall_timeout,

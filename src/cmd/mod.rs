@@ -2,6 +2,7 @@
 //! library results for the terminal.
 
 pub mod build;
+pub mod challenge;
 pub(crate) mod common;
 pub mod copy;
 pub mod debian;
@@ -19,6 +20,7 @@ pub mod path_info;
 pub mod progress;
 pub mod repl;
 pub mod serve;
+pub mod verify;
 pub mod store;
 pub mod why_depends;
 

@@ -1,5 +1,12 @@
-//! `rocmx path-info [--json] [-r|--recursive] [-s|--size] [-S|--closure-size] PATH…`:
+//! `rocmx path-info [--json] [-r|--recursive] [-s|--size] [-S|--closure-size] [--sigs] PATH…`:
 //! what the local store records about paths, in the format of `nix path-info` (Nix 2.8).
+//!
+//! `--sigs` adds, as Nix does, a tab and the path's content address (`ca:…`) and
+//! narinfo-style signatures (`NAME:BASE64`, space separated) to each line; then, for a
+//! build output, one line per realisation that points at it (several builders may have
+//! signed the same one): `  realisation <drvhash>!<output>`, a tab, its signatures. With
+//! `--json` each object gains `realisations`: `[{"id": "<drvhash>!<output>",
+//! "signatures": […]}]` (the path's own are in `signatures` either way).
 //!
 //! Also owns the helpers that the other local-store commands (`store add|gc|delete|verify`,
 //! `why-depends`) share: opening the store named by `--store`, turning arguments into store
@@ -36,6 +43,10 @@ pub struct PathInfoArgs {
     /// Print sizes as 12.3M rather than in bytes (`-h` in Nix; here `-h` is help).
     #[arg(long = "human-readable")]
     pub human_readable: bool,
+    /// Print the signatures of each path (and its content address), and of every
+    /// realisation that points at it, a line each (`--json`: a `realisations` field).
+    #[arg(long)]
+    pub sigs: bool,
     /// Store paths: /rocmx/store/<hash>-<name>, their physical location under the store
     /// root, or a symlink (such as `result`) to either.
     #[arg(required = true, value_name = "PATH")]
@@ -80,6 +91,16 @@ fn run_inner(a: &PathInfoArgs, s: &StoreOpt) -> Result<(), Fail> {
         BTreeMap::new()
     };
 
+    let mut realisations: BTreeMap<StorePath, Vec<(String, String, Vec<String>)>> = BTreeMap::new();
+    if a.sigs {
+        for p in &order {
+            let r = store
+                .realisations_of(p)
+                .map_err(|e| Fail::Msg(store_msg(&e)))?;
+            realisations.insert(p.clone(), r);
+        }
+    }
+
     let mut out = io::BufWriter::new(io::stdout().lock());
     if a.json {
         let mut text = String::from("[");
@@ -88,7 +109,11 @@ fn run_inner(a: &PathInfoArgs, s: &StoreOpt) -> Result<(), Fail> {
                 text.push(',');
             }
             let info = &infos[p];
-            text.push_str(&json_object(info, closure_sizes.get(p).copied()));
+            text.push_str(&json_object(
+                info,
+                closure_sizes.get(p).copied(),
+                realisations.get(p).map(Vec::as_slice),
+            ));
         }
         text.push_str("]\n");
         out.write_all(text.as_bytes())
@@ -98,7 +123,7 @@ fn run_inner(a: &PathInfoArgs, s: &StoreOpt) -> Result<(), Fail> {
         for p in &order {
             let info = &infos[p];
             let mut line = p.to_string();
-            if a.size || a.closure_size {
+            if a.size || a.closure_size || a.sigs {
                 line.push_str(&" ".repeat(width - line.len()));
             }
             if a.size {
@@ -106,6 +131,18 @@ fn run_inner(a: &PathInfoArgs, s: &StoreOpt) -> Result<(), Fail> {
             }
             if a.closure_size {
                 line.push_str(&size_column(closure_sizes[p], a.human_readable));
+            }
+            if a.sigs {
+                let mut words: Vec<String> = Vec::new();
+                if let Some(ca) = &info.ca {
+                    words.push(format!("ca:{ca}"));
+                }
+                words.extend(info.signatures.iter().cloned());
+                line.push('\t');
+                line.push_str(&words.join(" "));
+                for (h, o, sigs) in realisations.get(p).into_iter().flatten() {
+                    line.push_str(&format!("\n  realisation {h}!{o}\t{}", sigs.join(" ")));
+                }
             }
             line.push('\n');
             out.write_all(line.as_bytes())
@@ -132,8 +169,12 @@ fn size_column(n: u64, human: bool) -> String {
     format!("\t{v:>6.1}{unit}")
 }
 
-/// One object of `--json`, keys in Nix's order.
-fn json_object(info: &PathInfo, closure_size: Option<u64>) -> String {
+/// One object of `--json`, keys in Nix's order (then, with `--sigs`, `realisations`).
+fn json_object(
+    info: &PathInfo,
+    closure_size: Option<u64>,
+    realisations: Option<&[(String, String, Vec<String>)]>,
+) -> String {
     let s = |x: &str| serde_json::Value::String(x.to_string()).to_string();
     let refs: Vec<String> = info.references.iter().map(|r| s(&r.to_string())).collect();
     let sigs: Vec<String> = info.signatures.iter().map(|x| s(x)).collect();
@@ -156,6 +197,17 @@ fn json_object(info: &PathInfo, closure_size: Option<u64>) -> String {
         info.registration_time,
         sigs.join(","),
     ));
+    if let Some(rs) = realisations {
+        let rs: Vec<serde_json::Value> = rs
+            .iter()
+            .map(|(h, out, sigs)| serde_json::json!({ "id": format!("{h}!{out}"), "signatures": sigs }))
+            .collect();
+        o.pop();
+        o.push_str(&format!(
+            ",\"realisations\":{}}}",
+            serde_json::Value::from(rs)
+        ));
+    }
     o
 }
 

@@ -535,6 +535,7 @@ fn run_sandboxed(
         log: Box::new(log),
         host_ids: lease.as_ref().map(|l| l.ids),
         limits: ctx.opts.limits,
+        variant: ctx.opts.variant.clone(),
     };
     match sandbox::run(spec) {
         Ok(outcome) if outcome.status.success() => Ok(None),

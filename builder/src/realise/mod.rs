@@ -114,6 +114,9 @@ pub struct BuildOptions {
     /// Where outputs can be fetched from instead of built (binary caches), asked after
     /// the local realisations and before building; none by default.
     pub substituter: Option<Arc<dyn Substituter>>,
+    /// The sandbox's variable parts ([`crate::sandbox::Variant::default`]: the
+    /// documented environment); `rocmx verify` varies them (with `check`).
+    pub variant: crate::sandbox::Variant,
 }
 
 /// The default [`BuildOptions::timeout`]: 48 hours (one derivation of the ROCm stack
@@ -149,6 +152,7 @@ impl Default for BuildOptions {
             build_ids: crate::ids::IdRange::of_host(),
             builtins: crate::builtins::Builtins::default(),
             substituter: None,
+            variant: crate::sandbox::Variant::default(),
         }
     }
 }

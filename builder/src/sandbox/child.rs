@@ -31,7 +31,7 @@ use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use nix::sched::CloneFlags;
 use nix::sys::stat::Mode;
 use nix::sys::wait::{waitpid, WaitStatus};
-use nix::unistd::{chdir, mkdir, pivot_root, sethostname, setsid, Pid};
+use nix::unistd::{chdir, mkdir, pivot_root, setsid, Pid};
 
 mod reap;
 
@@ -79,6 +79,45 @@ pub(super) struct Prepared {
     /// mount namespace (a bind's source must be a mount of the caller's namespace).
     pub staging_path: CString,
     pub staging: RawFd,
+    /// The build user's inside ids (1000/100 by default; see [`super::Variant`]).
+    pub build_uid: u32,
+    pub build_gid: u32,
+    pub hostname: CString,
+    /// The NIS domain name, when it is to be set.
+    pub domainname: Option<CString>,
+    pub umask: u32,
+    /// The build directory's inside path (the builder's working directory).
+    pub build_top: CString,
+    /// The CPUs the builder is bound to (`None`: those it inherits).
+    pub cpus: Option<libc::cpu_set_t>,
+    /// Start the builder with the `UNAME26` personality.
+    pub uname26: bool,
+}
+
+/// The set of the first `n` CPUs this process may run on (all of them when it may
+/// run on fewer).
+pub(super) fn first_cpus(n: u32) -> libc::cpu_set_t {
+    // SAFETY: cpu_set_t is a plain bit array, valid when zeroed.
+    let mut have: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: sched_getaffinity writes at most the size it is given into `have`.
+    let got =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut have) };
+    // SAFETY: as for `have`.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let mut left = n;
+    for cpu in 0..libc::CPU_SETSIZE as usize {
+        if left == 0 {
+            break;
+        }
+        // SAFETY: CPU_ISSET reads a set we own at an index below CPU_SETSIZE.
+        let usable = got != 0 || unsafe { libc::CPU_ISSET(cpu, &have) };
+        if usable {
+            // SAFETY: CPU_SET writes a set we own at an index below CPU_SETSIZE.
+            unsafe { libc::CPU_SET(cpu, &mut set) };
+            left -= 1;
+        }
+    }
+    set
 }
 
 /// Writes one record to the status pipe (errors ignored: nobody left to tell).
@@ -310,6 +349,11 @@ fn run_action(a: &Action) -> Result<(), Errno> {
                 Err(_) => bind(upper, target, *flags),
             }
         }
+        Action::Chown { path, uid, gid } => nix::unistd::chown(
+            path.as_c_str(),
+            Some(nix::unistd::Uid::from_raw(*uid)),
+            Some(nix::unistd::Gid::from_raw(*gid)),
+        ),
         Action::Umount { path } => umount2(path.as_c_str(), MntFlags::MNT_DETACH),
         Action::Rmdir { path } => nix::unistd::unlinkat(
             nix::fcntl::AT_FDCWD,
@@ -503,11 +547,12 @@ fn drop_privileges(p: &Prepared) -> Result<(), (&'static [u8], Errno)> {
         // wrappers would try to broadcast to threads that do not exist here. Leaving uid
         // 0 clears the permitted and effective sets (the bounding set is gone already).
         // SAFETY: integer-only syscalls.
-        let r = unsafe { libc::syscall(libc::SYS_setresgid, 100u32, 100u32, 100u32) };
-        Errno::result(r).map_err(|e| (&b"becoming the build group (gid 100)"[..], e))?;
+        let (u, g) = (p.build_uid, p.build_gid);
+        let r = unsafe { libc::syscall(libc::SYS_setresgid, g, g, g) };
+        Errno::result(r).map_err(|e| (&b"becoming the build group"[..], e))?;
         // SAFETY: as above.
-        let r = unsafe { libc::syscall(libc::SYS_setresuid, 1000u32, 1000u32, 1000u32) };
-        Errno::result(r).map_err(|e| (&b"becoming the build user (uid 1000)"[..], e))?;
+        let r = unsafe { libc::syscall(libc::SYS_setresuid, u, u, u) };
+        Errno::result(r).map_err(|e| (&b"becoming the build user"[..], e))?;
         // Changing uids resets dumpability to fs.suid_dumpable; keep init undumpable.
         // SAFETY: integer-only prctl.
         unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
@@ -646,11 +691,20 @@ fn init(p: &Prepared) -> ! {
     ) {
         fail(st, Step::Mount, e, &[b"remounting / read-only"]);
     }
-    if let Err(e) = chdir(c"/build") {
-        fail(st, Step::Mount, e, &[b"entering /build"]);
+    if let Err(e) = chdir(p.build_top.as_c_str()) {
+        fail(st, Step::Mount, e, &[b"entering ", p.build_top.as_bytes()]);
     }
-    if let Err(e) = sethostname("localhost") {
+    // SAFETY: sethostname/setdomainname with a pointer and length of C strings we own.
+    let r = unsafe { libc::sethostname(p.hostname.as_ptr(), p.hostname.as_bytes().len()) };
+    if let Err(e) = Errno::result(r) {
         fail(st, Step::Identity, e, &[b"setting the hostname"]);
+    }
+    if let Some(d) = &p.domainname {
+        // SAFETY: as above.
+        let r = unsafe { libc::setdomainname(d.as_ptr(), d.as_bytes().len()) };
+        if let Err(e) = Errno::result(r) {
+            fail(st, Step::Identity, e, &[b"setting the domain name"]);
+        }
     }
     if p.loopback_up {
         if let Err(e) = loopback_up() {
@@ -811,7 +865,8 @@ fn builder(p: &Prepared) -> ! {
         libc::sigemptyset(&mut set);
         libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
     }
-    // SAFETY: dup2 onto 0, 1, 2 of descriptors we own; close_range only sets CLOEXEC.
+    // SAFETY: dup2 onto 0, 1, 2 of descriptors we own; close_range only sets CLOEXEC;
+    // umask, sched_setaffinity (a set in `p`, alive here) and personality take values.
     unsafe {
         if libc::dup2(p.devnull, 0) < 0
             || libc::dup2(p.log_write, 1) < 0
@@ -838,7 +893,16 @@ fn builder(p: &Prepared) -> ! {
                 }
             }
         }
-        libc::umask(0o022);
+        libc::umask(p.umask as libc::mode_t);
+        if let Some(set) = &p.cpus {
+            // The CPUs `nproc` reports; failure (a set the kernel refuses) is the
+            // builder's loss of the variation only.
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set);
+        }
+        if p.uname26 {
+            // PER_LINUX | UNAME26: `uname -r` reports 2.6.x. Kept across execve.
+            libc::personality(0x0020000);
+        }
     }
     // ETXTBSY: another thread of the parent may just have finished writing the builder,
     // and a process forked meanwhile may not have closed its copy of that descriptor yet.

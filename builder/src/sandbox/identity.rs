@@ -18,12 +18,20 @@ use super::{HostIds, SandboxError};
 /// `gid_map`. The caller's own ids (an unprivileged caller): one line each, inside
 /// 1000 ↦ `uid`, 100 ↦ `gid`. Host root with [`HostIds`]: also inside 0 ↦ host 0, which
 /// only init uses while it assembles the root (it then becomes 1000/100 for good).
-pub(super) fn id_maps(own: (u32, u32), host_ids: Option<HostIds>) -> (String, String) {
+///
+/// `inside` is the build user's inside uid and gid (1000/100 unless a
+/// [`super::Variant`] says otherwise).
+pub(super) fn id_maps(
+    own: (u32, u32),
+    host_ids: Option<HostIds>,
+    inside: (u32, u32),
+) -> (String, String) {
+    let (u, g) = inside;
     match host_ids {
-        None => (format!("1000 {} 1\n", own.0), format!("100 {} 1\n", own.1)),
+        None => (format!("{u} {} 1\n", own.0), format!("{g} {} 1\n", own.1)),
         Some(h) => (
-            format!("0 {} 1\n1000 {} 1\n", own.0, h.uid),
-            format!("0 {} 1\n100 {} 1\n", own.1, h.gid),
+            format!("0 {} 1\n{u} {} 1\n", own.0, h.uid),
+            format!("0 {} 1\n{g} {} 1\n", own.1, h.gid),
         ),
     }
 }
@@ -88,7 +96,7 @@ mod tests {
     #[test]
     fn id_map_texts() {
         assert_eq!(
-            id_maps((1234, 100), None),
+            id_maps((1234, 100), None, (1000, 100)),
             ("1000 1234 1\n".to_string(), "100 100 1\n".to_string())
         );
         let h = HostIds {
@@ -96,7 +104,7 @@ mod tests {
             gid: 872415233,
         };
         assert_eq!(
-            id_maps((0, 0), Some(h)),
+            id_maps((0, 0), Some(h), (1000, 100)),
             (
                 "0 0 1\n1000 872415232 1\n".to_string(),
                 "0 0 1\n100 872415233 1\n".to_string()

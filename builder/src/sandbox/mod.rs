@@ -148,6 +148,12 @@
 //! The builder's `argv[0]` is the builder's file name; stdin is `/dev/null`; stdout and
 //! stderr both go to [`SandboxSpec::log`]; umask 022; hostname `localhost`; signal
 //! dispositions reset to their defaults.
+//!
+//! Those are [`Variant::default`]'s values; [`SandboxSpec::variant`] changes them
+//! (`rocmx verify`): the build user's ids and name, the hostname and domain name, the
+//! umask, the build directory's path (and a tmpfs under it), the CPUs, the order of
+//! the environment, the `UNAME26` personality, variables over the fixed ones, and a
+//! preloaded library (bound read-only under [`variant::PRELOAD_DIR`]).
 
 use std::collections::BTreeMap;
 use std::ffi::CString;
@@ -174,12 +180,14 @@ mod protocol;
 mod seccomp;
 mod staging;
 mod userns;
+pub mod variant;
 
 use disk::DiskWatch;
 use protocol::Step;
 use staging::{strip_setid, Staging, WorkDirs};
 pub use userns::check_user_namespaces;
 use userns::HostFacts;
+pub use variant::Variant;
 
 /// What to run in the sandbox and what it may see.
 pub struct SandboxSpec {
@@ -228,6 +236,8 @@ pub struct SandboxSpec {
     pub host_ids: Option<HostIds>,
     /// Processes, `/dev/shm` and disk.
     pub limits: Limits,
+    /// The environment's variable parts ([`Variant::default`]: the documented sandbox).
+    pub variant: Variant,
 }
 
 /// An unprivileged host uid and gid for the build user (when the caller is root).
@@ -269,6 +279,7 @@ impl fmt::Debug for SandboxSpec {
             .field("max_silent", &self.max_silent)
             .field("host_ids", &self.host_ids)
             .field("limits", &self.limits)
+            .field("variant", &self.variant)
             .finish_non_exhaustive()
     }
 }
@@ -364,27 +375,9 @@ pub enum SandboxError {
     Died(String),
 }
 
-/// The environment the builder sees (sorted `KEY=VALUE`).
+/// The environment the builder sees (sorted `KEY=VALUE`) in the default sandbox.
 pub fn builder_env(env: &BTreeMap<String, String>, cores: u32) -> BTreeMap<String, String> {
-    let mut out = env.clone();
-    out.entry("PATH".into())
-        .or_insert_with(|| "/path-not-set".into());
-    let fixed = [
-        ("HOME", "/homeless-shelter".to_string()),
-        ("TMPDIR", "/build".into()),
-        ("TMP", "/build".into()),
-        ("TEMP", "/build".into()),
-        ("TEMPDIR", "/build".into()),
-        ("NIX_BUILD_TOP", "/build".into()),
-        ("ROCMX_BUILD_CORES", cores.to_string()),
-        ("SOURCE_DATE_EPOCH", "1".into()),
-        ("TZ", "UTC".into()),
-        ("LANG", "C.UTF-8".into()),
-    ];
-    for (k, v) in fixed {
-        out.insert(k.to_string(), v);
-    }
-    out
+    Variant::default().environment(env, cores).into_iter().collect()
 }
 
 fn setup_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> SandboxError {
@@ -492,6 +485,17 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
         cstring("input path", src.as_os_str().as_bytes())?;
         inputs.push((src, inside.clone(), kind));
     }
+    let variant = spec.variant.clone();
+    variant::check(&variant, &inputs.iter().map(|(_, i, _)| i.clone()).collect::<Vec<_>>(), &out_inside)?;
+    if let (Some(host), Some(inside)) = (&variant.preload, variant.preload_inside()) {
+        if !host.is_file() {
+            return Err(SandboxError::InvalidSpec(format!(
+                "preloaded library {}: not a file",
+                host.display()
+            )));
+        }
+        inputs.push((host.clone(), inside, plan::InputKind::File));
+    }
     let build_dir = std::fs::canonicalize(&spec.build_dir).map_err(|e| {
         SandboxError::InvalidSpec(format!(
             "build directory {}: {}",
@@ -568,6 +572,7 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
         resolv_conf,
         shm_size: spec.limits.shm_size,
         work_dirs: Some((&work.build, &work.output)),
+        variant: &variant,
     })?;
 
     let builder = cstring("builder", spec.builder.as_os_str().as_bytes())?;
@@ -581,7 +586,7 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
         argv_c.push(cstring("argument", a.as_bytes())?);
     }
     let mut envp_c = Vec::new();
-    for (k, v) in builder_env(&spec.env, spec.cores) {
+    for (k, v) in variant.environment(&spec.env, spec.cores) {
         if k.is_empty() || k.contains('=') {
             return Err(SandboxError::InvalidSpec(format!(
                 "environment variable name {k:?}"
@@ -653,6 +658,17 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
         go_read: go_r.as_raw_fd(),
         staging_path: cstring("staging directory", staging.dir.as_os_str().as_bytes())?,
         staging: staging_fd.as_raw_fd(),
+        build_uid: variant.uid,
+        build_gid: variant.gid,
+        hostname: cstring("hostname", variant.hostname.as_bytes())?,
+        domainname: match &variant.domainname {
+            Some(d) => Some(cstring("domain name", d.as_bytes())?),
+            None => None,
+        },
+        umask: variant.umask,
+        build_top: cstring("build directory", variant.build_top.as_os_str().as_bytes())?,
+        cpus: variant.cpus.map(child::first_cpus),
+        uname26: variant.uname26,
     };
 
     // --- clone ---------------------------------------------------------------------------
@@ -673,7 +689,8 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
     drop(devnull);
     drop(staging_fd);
     // init waits for its id maps: inside uid 1000 / gid 100 are the caller's.
-    let (uid_map, gid_map) = identity::id_maps(own_ids, spec.host_ids);
+    let (uid_map, gid_map) =
+        identity::id_maps(own_ids, spec.host_ids, (variant.uid, variant.gid));
     if let Err((what, e)) = identity::write_id_maps(init, clear_groups, &uid_map, &gid_map) {
         let _ = kill(init, Signal::SIGKILL);
         while let Err(Errno::EINTR) = waitpid(init, None) {}

@@ -115,6 +115,8 @@ pub(super) enum Action {
         target: CString,
         flags: MsFlags,
     },
+    /// `chown(path, uid, gid)` with inside ids (a directory init made for the build user).
+    Chown { path: CString, uid: u32, gid: u32 },
     /// Detaches the mount at `path`.
     Umount { path: CString },
     /// Removes the empty directory `path`.
@@ -149,6 +151,10 @@ const INPUTS_DIR: &str = ".rocmx-inputs-";
 /// (an overlay without an upper layer needs two); removed before the builder starts.
 const EMPTY_DIR: &str = ".rocmx-empty";
 
+/// The tmpfs under a build directory that lists entries in creation order
+/// ([`super::Variant::build_on_tmpfs`]).
+const BUILD_TMPFS: &str = ".rocmx-build-tmpfs";
+
 /// The parent's inputs to [`build`].
 pub(super) struct PlanInput<'a> {
     /// Host directory the new root's tmpfs is mounted on.
@@ -171,6 +177,9 @@ pub(super) struct PlanInput<'a> {
     /// Size limit of the `/dev/shm` tmpfs in bytes (`None`: the kernel's default, half
     /// of the memory).
     pub shm_size: Option<u64>,
+    /// The variable parts: the build directory's inside path, `/etc/passwd` and
+    /// `/etc/group`.
+    pub variant: &'a super::Variant,
 }
 
 /// Checks that an inside path is absolute, normal (no `.`, `..`, `//`) and not the root.
@@ -578,6 +587,7 @@ pub(super) fn build(pi: &PlanInput<'_>) -> Result<Vec<PlannedAction>, SandboxErr
     if let Some(rootfs) = pi.rootfs {
         let mut reserved: BTreeSet<String> = FIXED_TOP.iter().map(|s| s.to_string()).collect();
         reserved.insert(first_component(pi.output_inside));
+        reserved.insert(first_component(&pi.variant.build_top));
         for (_, inside, _) in &pi.inputs {
             reserved.insert(first_component(inside));
         }
@@ -609,8 +619,8 @@ pub(super) fn build(pi: &PlanInput<'_>) -> Result<Vec<PlannedAction>, SandboxErr
     }
 
     // /etc
-    p.write_file(Path::new("/etc/passwd"), PASSWD.as_bytes());
-    p.write_file(Path::new("/etc/group"), GROUP.as_bytes());
+    p.write_file(Path::new("/etc/passwd"), pi.variant.passwd().as_bytes());
+    p.write_file(Path::new("/etc/group"), pi.variant.group().as_bytes());
     p.write_file(Path::new("/etc/hosts"), HOSTS.as_bytes());
     if let Some(resolv) = &pi.resolv_conf {
         p.write_file(Path::new("/etc/resolv.conf"), resolv);
@@ -665,22 +675,49 @@ pub(super) fn build(pi: &PlanInput<'_>) -> Result<Vec<PlannedAction>, SandboxErr
     p.protect_proc(Path::new("/proc"));
 
     // /build
-    match work_dirs {
-        Some((work, _)) => p.overlay_rw(
-            pi.build_dir,
-            work,
-            &empty,
-            Path::new("/build"),
-            " (the build directory)",
-        ),
-        None => p.bind(
-            pi.build_dir,
-            Path::new("/build"),
-            true,
-            rw_flags(),
-            " (the build directory)",
-            None,
-        ),
+    let top = pi.variant.build_top.as_path();
+    if pi.variant.build_on_tmpfs && use_empty {
+        // A writable overlay whose upper layer is a fresh tmpfs (its entries listed in
+        // creation order, not in the host filesystem's hash order), over the host build
+        // directory (what the realiser put there before the build).
+        let t = Path::new("/").join(BUILD_TMPFS);
+        p.mount("tmpfs", &t, rw_flags(), Some("mode=0755,size=50%"));
+        for sub in ["upper", "work"] {
+            p.mkdir_p(&t.join(sub), 0o755);
+        }
+        p.push(
+            Action::Chown {
+                path: cstr(&host(pi.root, &t.join("upper"))),
+                uid: pi.variant.uid,
+                gid: pi.variant.gid,
+            },
+            what("handing", &t.join("upper"), " to the build user"),
+        );
+        p.mkdir_p(top, 0o755);
+        p.push(
+            Action::OverlayRw {
+                upper: cstr(&host(pi.root, &t.join("upper"))),
+                work: cstr(&host(pi.root, &t.join("work"))),
+                empty: cstr(pi.build_dir),
+                target: cstr(&host(pi.root, top)),
+                flags: rw_flags(),
+            },
+            what("mounting", top, " (the build directory, on a tmpfs)"),
+        );
+    } else {
+        match work_dirs {
+            Some((work, _)) => {
+                p.overlay_rw(pi.build_dir, work, &empty, top, " (the build directory)")
+            }
+            None => p.bind(
+                pi.build_dir,
+                top,
+                true,
+                rw_flags(),
+                " (the build directory)",
+                None,
+            ),
+        }
     }
 
     // The output's directory and the inputs, parents before children.

@@ -126,6 +126,7 @@ fn plan_without_rootfs() {
         rootfs: None,
         resolv_conf: None,
         shm_size: None,
+        variant: &super::super::Variant::default(),
         work_dirs: None,
     };
     let plan = build(&pi).unwrap();
@@ -230,6 +231,7 @@ fn file_inputs_in_the_output_directory_get_linked_mount_points() {
         rootfs: None,
         resolv_conf: None,
         shm_size: None,
+        variant: &super::super::Variant::default(),
         work_dirs: None,
     };
     let plan = build(&pi).unwrap();
@@ -339,6 +341,7 @@ fn inputs_are_bound_from_an_overlay_of_their_directory() {
         rootfs: None,
         resolv_conf: None,
         shm_size: None,
+        variant: &super::super::Variant::default(),
         work_dirs: None,
     };
     let plan = build(&pi).unwrap();
@@ -449,6 +452,7 @@ fn plan_with_rootfs_skips_reserved_entries() {
         rootfs: Some(rootfs),
         resolv_conf: Some(b"nameserver 10.0.0.1\n".to_vec()),
         shm_size: None,
+        variant: &super::super::Variant::default(),
         work_dirs: None,
     };
     let plan = describe(&build(&pi).unwrap());
