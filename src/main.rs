@@ -85,6 +85,8 @@ enum Command {
     /// Rebuild a closure under variations of the build environment (time, umask, user,
     /// …) and report which outputs are not reproducible, and why.
     Verify(cmd::verify::VerifyArgs),
+    /// Compare two store paths (or trees) file by file, then with diffoscope when installed.
+    Diff(cmd::diff::DiffArgs),
 }
 
 /// Stack for the thread that does the work. Evaluation grows its own stack on
@@ -120,6 +122,7 @@ fn main() {
                 Command::Serve(args) => cmd::serve::run(args, &store),
                 Command::Challenge(args) => cmd::challenge::run(args, &store),
                 Command::Verify(args) => cmd::verify::run(args, &store),
+                Command::Diff(args) => cmd::diff::run(args, &store),
             }
         });
     let code = match worker.map(|h| h.join()) {

@@ -390,3 +390,59 @@ fn diffoscope_reports_are_written_and_the_rebuilt_copy_removed() {
         "the rebuilt copy was left in the store"
     );
 }
+
+#[test]
+fn diff_compares_two_paths_file_by_file() {
+    require_sandbox!();
+    let f = Fixture::new();
+    let o = f.run(&[
+        "build",
+        "--file",
+        "packages.nix",
+        "det",
+        "dep",
+        "--no-link",
+        "--print-out-paths",
+    ]);
+    assert!(o.status.success(), "{}", err(&o));
+    let paths: Vec<String> = out(&o).lines().map(String::from).collect();
+    assert_eq!(paths.len(), 2);
+    // The same path: identical.
+    let o = f.run(&["diff", &paths[0], &paths[0]]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert_eq!(out(&o).trim(), "identical");
+    // Two outputs: the differing file is named, with both sides' sizes.
+    let o = f.run(&["diff", &paths[0], &paths[1], "--json"]);
+    assert_eq!(o.status.code(), Some(104), "{}", err(&o));
+    let j: serde_json::Value = serde_json::from_str(&out(&o)).unwrap();
+    assert_eq!(j["identical"], false);
+    assert_eq!(j["differences"][0]["path"], "", "{j}");
+    let o = f.run(&["diff", &paths[0], &paths[1], "--no-diffoscope"]);
+    assert_eq!(o.status.code(), Some(104));
+    assert!(out(&o).starts_with(".: "), "{}", out(&o));
+    // Plain trees outside the store work too; a missing path is an error naming it.
+    let a = f.dir.path().join("a");
+    let b = f.dir.path().join("b");
+    fs::create_dir_all(a.join("sub")).unwrap();
+    fs::create_dir_all(b.join("sub")).unwrap();
+    fs::write(a.join("sub/x"), "one").unwrap();
+    fs::write(b.join("sub/x"), "two").unwrap();
+    fs::write(b.join("extra"), "").unwrap();
+    let o = f.run(&[
+        "diff",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--no-diffoscope",
+    ]);
+    assert_eq!(o.status.code(), Some(104));
+    let text = out(&o);
+    assert!(text.contains("extra: only in the new output"), "{text}");
+    assert!(text.contains("sub/x: "), "{text}");
+    let o = f.run(&["diff", a.to_str().unwrap(), "/nonexistent-rocmx-path"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        err(&o).contains("'/nonexistent-rocmx-path' is neither in the store"),
+        "{}",
+        err(&o)
+    );
+}

@@ -260,7 +260,8 @@ fn bytes(size: u64) -> String {
 impl EntryInfo {
     /// The entry with its kind named: `file, 12 bytes, blake3:…`, `executable file, …`,
     /// `symlink to ../x`, `directory`.
-    fn describe(&self, full: bool) -> String {
+    /// What the entry is, in a few words (`full`: whole hashes).
+    pub fn describe(&self, full: bool) -> String {
         match self {
             EntryInfo::File {
                 size,

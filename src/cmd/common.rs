@@ -131,3 +131,11 @@ pub(crate) fn human_size(bytes: u64) -> String {
         format!("{:.2} GiB", bytes as f64 / (1u64 << 30) as f64)
     }
 }
+
+/// Where `cmd` is found on `PATH`, if anywhere (for optional tools: diffoscope, dot).
+pub(crate) fn on_path(cmd: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(cmd))
+        .find(|p| p.is_file())
+}

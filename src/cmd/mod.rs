@@ -7,6 +7,7 @@ pub(crate) mod common;
 pub mod copy;
 pub mod debian;
 pub mod derivation;
+pub mod diff;
 pub mod eval;
 pub mod flake;
 pub mod gfx;

@@ -257,7 +257,7 @@ fn verify(
     if let Some(dir) = &args.diffoscope {
         std::fs::create_dir_all(dir)
             .map_err(|e| Fail::Msg(format!("creating '{}': {e}", dir.display())))?;
-        if which("diffoscope").is_none() {
+        if super::common::on_path("diffoscope").is_none() {
             return Err(Fail::Msg(
                 "--diffoscope needs diffoscope on PATH (Debian: apt-get install diffoscope)".into(),
             ));
@@ -447,13 +447,6 @@ fn run_diffoscope(
         }
     }
     Ok(reports)
-}
-
-fn which(cmd: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(cmd))
-        .find(|p| p.is_file())
 }
 
 fn short(v: &Verdict) -> String {
