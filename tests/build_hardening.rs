@@ -249,3 +249,66 @@ fn unknown_settings_are_explained() {
     );
     assert!(err(&o).contains("expected a size such as"), "{}", err(&o));
 }
+
+/// Killing `rocmx build` ends its builds: as root the sandbox's init changes its
+/// credentials, which clears the parent-death signal, and it is in its own session, so
+/// neither a SIGKILL of rocmx nor a Ctrl-C would reach it unless it arms the signal
+/// again (a bug found while stopping a long ROCm build).
+#[test]
+fn a_killed_rocmx_leaves_no_build_running() {
+    let Some(fx) = Fixture::new() else { return };
+    let marker = format!("rocmx-orphan-probe-{}", std::process::id());
+    fx.package(
+        "orphan",
+        &format!("echo started; sleep 60; echo {marker} > $out"),
+    );
+    let mut child = Command::new(BIN)
+        .env_remove("ROCMX_STORE")
+        .env_remove("ROCMX_CONFIG")
+        .env("XDG_CONFIG_HOME", fx.dir.path().join("no-config"))
+        .current_dir(fx.dir.path())
+        .arg("--store")
+        .arg(fx.dir.path().join("root"))
+        .args([
+            "build",
+            "--no-link",
+            "./default.nix",
+            "--log-format",
+            "plain",
+        ])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Processes whose command line holds the marker: the builder's shell.
+    let running = || -> Vec<String> {
+        fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
+            .filter_map(|e| fs::read(e.path().join("cmdline")).ok())
+            .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+            .filter(|c| c.contains(&marker))
+            .collect()
+    };
+    let t = Instant::now();
+    while running().is_empty() {
+        if t.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            panic!("the build never started");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let t = Instant::now();
+    loop {
+        let left = running();
+        if left.is_empty() {
+            break;
+        }
+        if t.elapsed() > Duration::from_secs(10) {
+            panic!("the build outlived rocmx: {left:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

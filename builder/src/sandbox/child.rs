@@ -556,6 +556,23 @@ fn drop_privileges(p: &Prepared) -> Result<(), (&'static [u8], Errno)> {
         // Changing uids resets dumpability to fs.suid_dumpable; keep init undumpable.
         // SAFETY: integer-only prctl.
         unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+        // It also clears the parent-death signal: without it again, a build would go
+        // on running when rocmx is killed (init is in its own session, so a Ctrl-C
+        // does not reach it either).
+        // SAFETY: integer-only prctl.
+        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
+        // The parent may have died before that: then its end of the log pipe is
+        // closed, which poll reports on our end as POLLERR.
+        let mut pfd = libc::pollfd {
+            fd: p.log_write,
+            events: 0,
+            revents: 0,
+        };
+        // SAFETY: poll on one pollfd we own, without waiting.
+        unsafe { libc::poll(&mut pfd, 1, 0) };
+        if pfd.revents & libc::POLLERR != 0 {
+            exit(1);
+        }
     }
     if p.max_processes > 0 {
         let lim = libc::rlimit {
