@@ -7,7 +7,7 @@
 //!
 //! | name | normal build | varied build |
 //! |---|---|---|
-//! | `time` | the real clock | the clock 397 days ahead (libfaketime, preloaded into dynamically linked programs; see [`FAKETIME_LIBS`]) |
+//! | `time` | the real clock | the clock 397 days ahead, file timestamps unchanged (libfaketime with `NO_FAKE_STAT`, preloaded into dynamically linked programs; see [`FAKETIME_LIBS`]) |
 //! | `timezone` | `TZ=UTC` | `TZ=VFY-14` (UTC+14, a POSIX rule every libc reads) |
 //! | `locale` | `LANG=C.UTF-8` | `LANG=LC_ALL=fr_CH.UTF-8`, `LANGUAGE=fr_CH:fr` |
 //! | `umask` | 022 | 002 |
@@ -251,6 +251,10 @@ impl Variations {
                         v.preload = Some(lib.clone());
                         env.insert("FAKETIME".to_string(), "+397d".to_string());
                         env.insert("FAKETIME_DONT_FAKE_MONOTONIC".to_string(), "1".to_string());
+                        // The clock only: files keep their timestamps, as they would for a
+                        // build a year later (libfaketime shifts stat() results too by
+                        // default, which made clang's PCH record other input mtimes).
+                        env.insert("NO_FAKE_STAT".to_string(), "1".to_string());
                     }
                     None => missing.push(NotApplied {
                         variation: *var,
