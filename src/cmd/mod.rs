@@ -21,8 +21,8 @@ pub mod path_info;
 pub mod progress;
 pub mod repl;
 pub mod serve;
-pub mod verify;
 pub mod store;
+pub mod verify;
 pub mod why_depends;
 
 use std::path::PathBuf;

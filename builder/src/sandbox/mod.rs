@@ -377,7 +377,10 @@ pub enum SandboxError {
 
 /// The environment the builder sees (sorted `KEY=VALUE`) in the default sandbox.
 pub fn builder_env(env: &BTreeMap<String, String>, cores: u32) -> BTreeMap<String, String> {
-    Variant::default().environment(env, cores).into_iter().collect()
+    Variant::default()
+        .environment(env, cores)
+        .into_iter()
+        .collect()
 }
 
 fn setup_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> SandboxError {
@@ -486,7 +489,11 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
         inputs.push((src, inside.clone(), kind));
     }
     let variant = spec.variant.clone();
-    variant::check(&variant, &inputs.iter().map(|(_, i, _)| i.clone()).collect::<Vec<_>>(), &out_inside)?;
+    variant::check(
+        &variant,
+        &inputs.iter().map(|(_, i, _)| i.clone()).collect::<Vec<_>>(),
+        &out_inside,
+    )?;
     if let (Some(host), Some(inside)) = (&variant.preload, variant.preload_inside()) {
         if !host.is_file() {
             return Err(SandboxError::InvalidSpec(format!(
@@ -689,8 +696,7 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
     drop(devnull);
     drop(staging_fd);
     // init waits for its id maps: inside uid 1000 / gid 100 are the caller's.
-    let (uid_map, gid_map) =
-        identity::id_maps(own_ids, spec.host_ids, (variant.uid, variant.gid));
+    let (uid_map, gid_map) = identity::id_maps(own_ids, spec.host_ids, (variant.uid, variant.gid));
     if let Err((what, e)) = identity::write_id_maps(init, clear_groups, &uid_map, &gid_map) {
         let _ = kill(init, Signal::SIGKILL);
         while let Err(Errno::EINTR) = waitpid(init, None) {}
