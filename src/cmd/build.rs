@@ -480,17 +480,27 @@ fn collect(ev: &mut Evaluator, v: &Value, out: &mut Vec<Target>, top: bool) -> E
 
 /// The build options: the library's defaults, then the configuration files, then
 /// `--option NAME VALUE`, then the dedicated flags.
+/// The build options every command that builds starts from: the defaults, the
+/// built-in builders the binary registers, the configuration files and `--option`
+/// pairs applied over them; with the configuration, for the settings read later.
+pub(crate) fn configured_options(
+    option: &[String],
+) -> Result<(BuildOptions, crate::config::Config), Fail> {
+    let mut opts = BuildOptions::default();
+    crate::unpack_debs::register(&mut opts.builtins);
+    let mut cfg = crate::config::read().map_err(Fail::Msg)?;
+    cfg.add_options(option).map_err(Fail::Msg)?;
+    cfg.apply(&mut opts).map_err(Fail::Msg)?;
+    Ok((opts, cfg))
+}
+
 fn options(args: &BuildArgs) -> Result<BuildOptions, Fail> {
     if args.max_jobs == 0 {
         return Err(Fail::Msg(
             "--max-jobs 0 would build nothing; give at least 1".into(),
         ));
     }
-    let mut opts = BuildOptions::default();
-    crate::unpack_debs::register(&mut opts.builtins);
-    let mut cfg = crate::config::read().map_err(Fail::Msg)?;
-    cfg.add_options(&args.option).map_err(Fail::Msg)?;
-    cfg.apply(&mut opts).map_err(Fail::Msg)?;
+    let (mut opts, cfg) = configured_options(&args.option)?;
     let secs = |s: u64| (s > 0).then(|| Duration::from_secs(s));
     if let Some(c) = args.cores {
         opts.cores = c;

@@ -152,11 +152,7 @@ pub fn run(mut args: VerifyArgs, store_opt: &StoreOpt) -> i32 {
 
 /// The build options of every rebuild: the configuration, `--option`, `--cores`.
 fn options(args: &VerifyArgs) -> Result<BuildOptions, Fail> {
-    let mut opts = BuildOptions::default();
-    crate::unpack_debs::register(&mut opts.builtins);
-    let mut cfg = crate::config::read().map_err(Fail::Msg)?;
-    cfg.add_options(&args.option).map_err(Fail::Msg)?;
-    cfg.apply(&mut opts).map_err(Fail::Msg)?;
+    let (mut opts, _) = super::build::configured_options(&args.option)?;
     if let Some(c) = args.cores {
         opts.cores = c;
     }
@@ -171,25 +167,28 @@ fn closure(
 ) -> Result<Vec<(StorePath, Derivation)>, Fail> {
     let mut order = Vec::new();
     let mut seen = BTreeSet::new();
-    // Iterative post-order over input derivations.
+    // Iterative post-order over input derivations; each .drv is read once, and kept
+    // on the stack until its inputs are done.
     for g in goals {
-        let mut stack: Vec<(StorePath, bool)> = vec![(g.clone(), false)];
-        while let Some((p, expanded)) = stack.pop() {
-            if expanded {
-                let d = read_drv(store, &p)?;
+        let mut stack: Vec<(StorePath, Option<Derivation>)> = vec![(g.clone(), None)];
+        while let Some((p, read)) = stack.pop() {
+            if let Some(d) = read {
                 order.push((p, d));
                 continue;
             }
             if !seen.insert(p.clone()) {
                 continue;
             }
-            stack.push((p.clone(), true));
-            if !no_deps {
-                let d = read_drv(store, &p)?;
-                for i in d.input_drvs.keys().rev() {
-                    if !seen.contains(i) {
-                        stack.push((i.clone(), false));
-                    }
+            let d = read_drv(store, &p)?;
+            let inputs: Vec<StorePath> = if no_deps {
+                Vec::new()
+            } else {
+                d.input_drvs.keys().rev().cloned().collect()
+            };
+            stack.push((p, Some(d)));
+            for i in inputs {
+                if !seen.contains(&i) {
+                    stack.push((i, None));
                 }
             }
         }
