@@ -39,7 +39,15 @@
 //!
 //! keep-derivations = true     # gc keeps the .drv of every live path (default true)
 //! keep-outputs = false        # gc keeps the outputs of every live .drv (default false)
+//!
+//! abort-on-warn = false       # builtins.warn / lib.warn and lint warnings are errors
+//! restrict-eval = false       # only the search path's directories and the store are readable
+//! allow-import-from-derivation = true  # reading a derivation's (built) output while evaluating
+//! max-call-depth = 20000      # nested calls before evaluation stops (--max-call-depth wins)
 //! ```
+//!
+//! `--option NAME VALUE` is accepted by every command (it is a global flag, read by
+//! [`read`] after the files); a command uses the settings that concern it.
 //!
 //! Sizes are bytes, or a number with `K`, `M`, `G` or `T` (powers of 1024). Without a
 //! `mirror.debian` line, `mirror://debian` uses the Debian archive URIs of the
@@ -53,7 +61,7 @@ use rocmx_builder::fetchurl::{strip_comment, Mirrors};
 use rocmx_builder::realise::BuildOptions;
 
 /// The settings of the `NAME = VALUE` form (all but `mirror.NAME`).
-pub const SETTINGS: [&str; 15] = [
+pub const SETTINGS: [&str; 19] = [
     "substituters",
     "trusted-public-keys",
     "secret-key-files",
@@ -69,6 +77,10 @@ pub const SETTINGS: [&str; 15] = [
     "stalled-download-timeout",
     "keep-derivations",
     "keep-outputs",
+    "abort-on-warn",
+    "restrict-eval",
+    "allow-import-from-derivation",
+    "max-call-depth",
 ];
 
 /// The configuration files that apply, in the order they are read.
@@ -101,7 +113,24 @@ pub struct Config {
     settings: Vec<(String, String, String)>,
 }
 
-/// Reads every configuration file that applies.
+/// The `--option NAME VALUE` pairs of the command line, set once by `main`.
+static COMMAND_LINE: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+
+/// Checks the command line's `--option` pairs (flattened: name, value, …) and
+/// records them for every later [`read`].
+pub fn set_command_line(pairs: Vec<String>) -> Result<(), String> {
+    // Checked now, so that a misspelt setting is an error on every command, also on
+    // those that read no setting.
+    let mut scratch = Config {
+        mirrors: Mirrors::default(),
+        settings: Vec::new(),
+    };
+    scratch.add_options(&pairs)?;
+    let _ = COMMAND_LINE.set(pairs);
+    Ok(())
+}
+
+/// Reads every configuration file that applies, then the command line's `--option`s.
 pub fn read() -> Result<Config, String> {
     let mut cfg = Config {
         mirrors: Mirrors::from_apt(),
@@ -114,6 +143,9 @@ pub fn read() -> Result<Config, String> {
             Err(e) => return Err(format!("reading '{}': {e}", f.display())),
         };
         cfg.add_text(&text, &f.display().to_string())?;
+    }
+    if let Some(pairs) = COMMAND_LINE.get() {
+        cfg.add_options(pairs)?;
     }
     Ok(cfg)
 }
@@ -292,6 +324,15 @@ fn apply_setting(opts: &mut BuildOptions, name: &str, value: &str) -> Result<(),
         // Garbage collection: read by `rocmx store gc` ([`Config::flag`]).
         "keep-derivations" | "keep-outputs" => {
             parse_bool(value)?;
+        }
+        // Evaluation: read by the evaluating commands (`cmd::evalopts`).
+        "abort-on-warn" | "restrict-eval" | "allow-import-from-derivation" => {
+            parse_bool(value)?;
+        }
+        "max-call-depth" => {
+            value
+                .parse::<usize>()
+                .map_err(|_| format!("expected a number of calls, found '{value}'"))?;
         }
         "timeout" => opts.timeout = parse_secs(value)?,
         "max-silent-time" => opts.max_silent = parse_secs(value)?,

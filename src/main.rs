@@ -9,6 +9,13 @@
 //! | 0    | success                                                  |
 //! | 1    | the request failed (evaluation error, bad input, …)      |
 //! | 2    | the command line itself is wrong (usage error)           |
+//! | 130  | interrupted by Ctrl-C (143 SIGTERM, 129 SIGHUP)          |
+//!
+//! `build` and the commands that build (`verify`, `challenge`) add Nix's build-failure
+//! codes (100–111, see `cmd::build`).
+
+// No unsafe code here: what needs it (the sandbox) lives in rocmx-builder.
+#![forbid(unsafe_code)]
 
 mod challenge;
 mod cmd;
@@ -17,6 +24,7 @@ mod evalstore;
 mod fetcher;
 mod flake;
 mod gfx;
+mod interrupt;
 mod quorum;
 mod substitute;
 mod unpack_debs;
@@ -40,6 +48,11 @@ struct Cli {
     /// $XDG_DATA_HOME/rocmx). Store paths keep their logical /rocmx/store form.
     #[arg(long = "store", global = true, env = "ROCMX_STORE", value_name = "DIR")]
     store: Option<std::path::PathBuf>,
+    /// Set a setting of rocmx.conf for this command, on every command
+    /// (`--option max-build-processes 512`, `--option abort-on-warn true`,
+    /// `--option trusted-public-keys 'NAME:BASE64'`, …); may be repeated.
+    #[arg(long = "option", global = true, num_args = 2, value_names = ["NAME", "VALUE"], action = clap::ArgAction::Append)]
+    option: Vec<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -97,6 +110,14 @@ const WORKER_STACK: usize = 1 << 30;
 
 fn main() {
     let cli = Cli::parse();
+    if let Err(e) = config::set_command_line(cli.option.clone()) {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+    // The repl's line editor and `serve` handle Ctrl-C themselves.
+    if !matches!(cli.command, Command::Repl(_) | Command::Serve(_)) {
+        interrupt::install();
+    }
     let worker = std::thread::Builder::new()
         .name("rocmx".into())
         .stack_size(WORKER_STACK)

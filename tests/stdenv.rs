@@ -116,10 +116,10 @@ fn phases_hooks_patches_and_overrides() {
         "post-install ran\n"
     );
     let log = err(&o);
+    // `-L` shows each phase marker as `NAME> Running phase: PHASE`.
     let phases: Vec<&str> = log
         .lines()
-        .filter_map(|l| l.split("\"phase\":\"").nth(1))
-        .map(|l| l.trim_end_matches("\"}"))
+        .filter_map(|l| l.split("> Running phase: ").nth(1))
         .collect();
     assert_eq!(
         phases,

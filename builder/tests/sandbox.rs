@@ -131,11 +131,6 @@ impl Fixture {
         self.lease.as_ref().map(|l| l.ids)
     }
 
-    /// The host uid of the build user.
-    fn build_uid(&self) -> u32 {
-        self.host_ids().map_or_else(euid, |h| h.uid)
-    }
-
     /// Runs a spec that must succeed, and checks the output belongs to the caller.
     fn run_ok(&self, spec: SandboxSpec) -> Outcome {
         let outcome = sandbox::run(spec)

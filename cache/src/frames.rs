@@ -413,7 +413,7 @@ mod tests {
     fn data(n: usize) -> Vec<u8> {
         // Compressible but not trivial.
         (0..n)
-            .map(|i| ((i / 7) as u32 * 2654435761u32 >> 24) as u8)
+            .map(|i| (((i / 7) as u32 * 2654435761u32) >> 24) as u8)
             .collect()
     }
 

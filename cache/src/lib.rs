@@ -20,6 +20,9 @@
 //! keys, the NAR against the narinfo's `FileHash` and `NarHash`, and the restored tree
 //! against its content-addressed store path, before anything is registered.
 
+// No unsafe code here: what needs it (the sandbox) lives in rocmx-builder.
+#![forbid(unsafe_code)]
+
 pub mod frames;
 pub mod info;
 pub mod keys;

@@ -10,6 +10,9 @@
 //! the traits the modules define, implemented by the binary), evaluate the
 //! language, or run builds. Depends on `rocmx-store` only (hashes, formats).
 
+// No unsafe code here: what needs it (the sandbox) lives in rocmx-builder.
+#![forbid(unsafe_code)]
+
 pub mod deb;
 pub mod index;
 pub mod lock;

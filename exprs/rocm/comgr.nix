@@ -15,7 +15,12 @@ stdenv.mkDerivation {
   buildInputs = [ rocm-device-libs ];
   # Debian's patch series for rocm-llvm is not served by the mirror; what
   # building against Debian's LLVM 21 needs is redone here.
-  patches = [ ./patches/comgr-llvm21.patch ];
+  patches = [
+    ./patches/comgr-llvm21.patch
+    # The embedded OpenCL PCHs named their input as <stdin> under the build
+    # directory; compiled from the header's path they no longer depend on it.
+    ./patches/comgr-pch-input-path.patch
+  ];
   preConfigure = "cd amd/comgr";
   cmakeFlags = [
     "-GNinja"
@@ -31,10 +36,5 @@ stdenv.mkDerivation {
     homepage = "https://github.com/ROCm/llvm-project/tree/amd-staging/amd/comgr";
     license = licenses.ncsa;
     debianVersion = "7.0.2+dfsg-3";
-    # The OpenCL precompiled header that comgr embeds records the path of the
-    # header it was compiled from (/build/unpack/…/amd/comgr/build/…). The
-    # sandbox's build directory is always /build, so the bytes are the same on
-    # every machine; clang-21 has no flag that relocates a PCH's input paths.
-    qaExceptions.build-dir-reference = "the embedded OpenCL PCH names its source header under /build (fixed in the sandbox)";
   };
 }

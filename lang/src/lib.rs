@@ -9,6 +9,9 @@
 //! Must not: run builds, open the store database, or parse command lines. It uses
 //! `rocmx-store` only for formats (hashes, store paths, NAR, derivations).
 
+// No unsafe code here: what needs it (the sandbox) lives in rocmx-builder.
+#![forbid(unsafe_code)]
+
 pub mod builtins;
 pub mod eval;
 pub mod flake;

@@ -213,7 +213,7 @@ impl EvalStore for MemStore {
         verify_fixed(src, &real, method, expected)?;
         let ca = ContentAddress::Fixed {
             method,
-            hash: expected.clone(),
+            hash: *expected,
         };
         let sp = StorePath::from_ca(name, &ca).map_err(store_err)?;
         let abs = sp.to_absolute();

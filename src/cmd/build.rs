@@ -32,12 +32,13 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::common::{absolute, auto_args, auto_call, cwd, select, split_attr_path};
+use super::common::{auto_args, auto_call, cwd, select, split_attr_path};
+use super::evalopts::file_arg;
 use super::progress::{LogFormat, Progress};
 use rocmx_builder::realise::{BuildError, BuildOptions, Realised, Realiser};
 use rocmx_lang::eval::{EResult, ErrorKind, EvalError};
 use rocmx_lang::value::Attrs;
-use rocmx_lang::{EvalSettings, Evaluator, Value};
+use rocmx_lang::{Evaluator, Value};
 use rocmx_store::{Derivation, LocalStore, StorePath};
 
 use super::path_info::{store_msg, Fail};
@@ -105,10 +106,6 @@ pub struct BuildArgs {
     /// the `max-silent-time` setting).
     #[arg(long = "max-silent-time", value_name = "SECS")]
     max_silent_time: Option<u64>,
-    /// Set a setting of rocmx.conf for this command (`--option max-build-processes 512`,
-    /// `--option build-dir-size 10G`, …); may be repeated.
-    #[arg(long = "option", num_args = 2, value_names = ["NAME", "VALUE"], action = clap::ArgAction::Append)]
-    option: Vec<String>,
     /// Binary caches to substitute from, in order (white-space separated URLs; replaces
     /// the `substituters` setting).
     #[arg(long, value_name = "URLS")]
@@ -158,24 +155,11 @@ pub(crate) struct InstallableArgs {
     /// Build from this expression; the positional arguments are attribute paths in it.
     #[arg(short = 'E', long = "expr", value_name = "EXPR")]
     pub(crate) expr: Option<String>,
-    /// Pass NAME = EXPR to a top-level function with formals.
-    #[arg(long = "arg", num_args = 2, value_names = ["NAME", "EXPR"], action = clap::ArgAction::Append)]
-    pub(crate) arg: Vec<String>,
-    /// Pass NAME = "STR" to a top-level function with formals.
-    #[arg(long = "argstr", num_args = 2, value_names = ["NAME", "STR"], action = clap::ArgAction::Append)]
-    pub(crate) argstr: Vec<String>,
     /// Select this attribute path (may be repeated; adds to the positional ones).
     #[arg(short = 'A', long = "attr", value_name = "ATTRPATH")]
     pub(crate) attr: Vec<String>,
-    /// Add a search path entry: DIR or NAME=DIR (used by `<NAME>`).
-    #[arg(short = 'I', long = "include", value_name = "PATH")]
-    pub(crate) include: Vec<String>,
-    /// Maximum depth of nested function calls before evaluation stops.
-    #[arg(long, value_name = "N", default_value_t = 20_000)]
-    pub(crate) max_call_depth: usize,
-    /// Show the chain of "while evaluating" frames on evaluation errors.
-    #[arg(long)]
-    pub(crate) show_trace: bool,
+    #[command(flatten)]
+    pub(crate) eval: super::evalopts::EvalOpts,
     #[command(flatten)]
     pub(crate) flake: FlakeOpts,
 }
@@ -251,7 +235,13 @@ pub(crate) fn evaluate(
     inst: &InstallableArgs,
     store: &Rc<LocalStore>,
 ) -> Result<(Vec<Target>, Option<serde_json::Value>), i32> {
-    let settings = settings(inst);
+    let settings = match inst.eval.settings() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Err(1);
+        }
+    };
     let eval_store = Rc::new(LocalEvalStore::new(store.clone()));
     let mut ev = Evaluator::new(settings, eval_store.clone());
     // For `builtins.getFlake` (made when first used); a flake installable
@@ -263,7 +253,7 @@ pub(crate) fn evaluate(
     {
         Ok(t) => t,
         Err(e) => {
-            eprint!("{}", ev.sources.render(&e, inst.show_trace));
+            eprint!("{}", ev.sources.render(&e, inst.eval.show_trace));
             std::mem::forget(ev);
             return Err(1);
         }
@@ -271,24 +261,6 @@ pub(crate) fn evaluate(
     // Evaluation is over; what follows only reads the store.
     std::mem::forget(ev);
     Ok((targets, params.map(|p| crate::flake::params_json(&p))))
-}
-
-fn settings(args: &InstallableArgs) -> EvalSettings {
-    let entry = |s: &str| match s.split_once('=') {
-        Some((prefix, path)) if !prefix.contains('/') => (prefix.to_string(), path.to_string()),
-        _ => (String::new(), s.to_string()),
-    };
-    let mut search_path: Vec<(String, String)> = args.include.iter().map(|s| entry(s)).collect();
-    for var in ["ROCMX_PATH", "NIX_PATH"] {
-        if let Ok(v) = std::env::var(var) {
-            search_path.extend(v.split(':').filter(|s| !s.is_empty()).map(entry));
-        }
-    }
-    EvalSettings {
-        search_path,
-        max_call_depth: args.max_call_depth,
-        ..EvalSettings::default()
-    }
 }
 
 fn eval_err(msg: String) -> Box<EvalError> {
@@ -312,7 +284,8 @@ fn find_targets(
         (Some(f), _) => {
             attrs.extend(args.positional.iter().cloned());
             attrs.extend(args.attr.iter().cloned());
-            roots.push((ev.eval_file(&absolute(f, &base))?, attrs));
+            let path = file_arg(ev, &f.to_string_lossy(), &base)?;
+            roots.push((ev.eval_file(&path)?, attrs));
         }
         (None, Some(e)) => {
             attrs.extend(args.positional.iter().cloned());
@@ -323,7 +296,13 @@ fn find_targets(
             let mut fetcher = None;
             let mut loaded: BTreeMap<String, Value> = BTreeMap::new();
             for f in &args.positional {
-                match parse_installable(f, &base)? {
+                // `<NAME>` is a file found in the search path, as for nix-build.
+                let installable = if f.starts_with('<') && f.ends_with('>') {
+                    Installable::File(file_arg(ev, f, &base)?)
+                } else {
+                    parse_installable(f, &base)?
+                };
+                match installable {
                     Installable::File(p) => {
                         let v = ev.eval_file(&p)?;
                         roots.push((v, args.attr.clone()));
@@ -337,7 +316,7 @@ fn find_targets(
                                 "-A does not apply to the flake '{f}'; write {reference}#ATTRPATH"
                             )));
                         }
-                        if !args.arg.is_empty() || !args.argstr.is_empty() {
+                        if !args.eval.arg.is_empty() || !args.eval.argstr.is_empty() {
                             return Err(eval_err(format!(
                                 "--arg and --argstr do not apply to the flake '{f}'; its parameters are set with --set NAME=VALUE"
                             )));
@@ -369,7 +348,7 @@ fn find_targets(
             }
         }
     }
-    let auto = auto_args(ev, &args.arg, &args.argstr, &base)?;
+    let auto = auto_args(ev, &args.eval.arg, &args.eval.argstr, &base)?;
     let mut targets = flake_targets;
     for (root, paths) in roots {
         if paths.is_empty() {
@@ -380,7 +359,7 @@ fn find_targets(
             let mut v = root.clone();
             for name in split_attr_path(path)? {
                 v = auto_call(ev, &v, &auto)?;
-                v = select(ev, &v, &name)?;
+                v = select(ev, &v, &name, path)?;
             }
             v = auto_call(ev, &v, &auto)?;
             collect(ev, &v, &mut targets, true)?;
@@ -483,13 +462,10 @@ fn collect(ev: &mut Evaluator, v: &Value, out: &mut Vec<Target>, top: bool) -> E
 /// The build options every command that builds starts from: the defaults, the
 /// built-in builders the binary registers, the configuration files and `--option`
 /// pairs applied over them; with the configuration, for the settings read later.
-pub(crate) fn configured_options(
-    option: &[String],
-) -> Result<(BuildOptions, crate::config::Config), Fail> {
+pub(crate) fn configured_options() -> Result<(BuildOptions, crate::config::Config), Fail> {
     let mut opts = BuildOptions::default();
     crate::unpack_debs::register(&mut opts.builtins);
-    let mut cfg = crate::config::read().map_err(Fail::Msg)?;
-    cfg.add_options(option).map_err(Fail::Msg)?;
+    let cfg = crate::config::read().map_err(Fail::Msg)?;
     cfg.apply(&mut opts).map_err(Fail::Msg)?;
     Ok((opts, cfg))
 }
@@ -500,7 +476,7 @@ fn options(args: &BuildArgs) -> Result<BuildOptions, Fail> {
             "--max-jobs 0 would build nothing; give at least 1".into(),
         ));
     }
-    let (mut opts, cfg) = configured_options(&args.option)?;
+    let (mut opts, cfg) = configured_options()?;
     let secs = |s: u64| (s > 0).then(|| Duration::from_secs(s));
     if let Some(c) = args.cores {
         opts.cores = c;

@@ -74,10 +74,6 @@ pub struct ChallengeArgs {
     /// Print the report as one JSON object.
     #[arg(long)]
     json: bool,
-    /// Set a setting of rocmx.conf for this command (`--option trusted-public-keys
-    /// 'NAME:BASE64 …'`); may be repeated.
-    #[arg(long = "option", num_args = 2, value_names = ["NAME", "VALUE"], action = clap::ArgAction::Append)]
-    option: Vec<String>,
 }
 
 pub fn run(mut a: ChallengeArgs, s: &StoreOpt) -> i32 {
@@ -108,8 +104,7 @@ fn run_on(
     store: &rocmx_store::LocalStore,
     goals: &[StorePath],
 ) -> Result<i32, Fail> {
-    let mut cfg = crate::config::read().map_err(Fail::Msg)?;
-    cfg.add_options(&a.option).map_err(Fail::Msg)?;
+    let cfg = crate::config::read().map_err(Fail::Msg)?;
     let mut opts = BuildOptions::default();
     cfg.apply(&mut opts).map_err(Fail::Msg)?;
     let urls = a

@@ -80,8 +80,9 @@ pub(crate) fn split_attr_path(p: &str) -> EResult<Vec<String>> {
         .map_err(|e| EvalError::new(ErrorKind::Eval, e))
 }
 
-/// One step of an `-A` path: an attribute of a set or an index into a list.
-pub(crate) fn select(ev: &mut Evaluator, v: &Value, name: &str) -> EResult<Value> {
+/// One step of the `-A` path `path`: an attribute of a set or an index into a list
+/// (errors name the whole path, as Nix's do).
+pub(crate) fn select(ev: &mut Evaluator, v: &Value, name: &str, path: &str) -> EResult<Value> {
     let f = ev.force(v)?;
     match &f {
         Value::Attrs(a) => match a.get(name) {
@@ -92,7 +93,7 @@ pub(crate) fn select(ev: &mut Evaluator, v: &Value, name: &str) -> EResult<Value
                     .unwrap_or_default();
                 Err(EvalError::new(
                     ErrorKind::Eval,
-                    format!("attribute '{name}' in selection path not found{hint}"),
+                    format!("attribute '{name}' in selection path '{path}' not found{hint}"),
                 ))
             }
         },
@@ -107,14 +108,14 @@ pub(crate) fn select(ev: &mut Evaluator, v: &Value, name: &str) -> EResult<Value
                 Some(x) => ev.force(&x.clone()),
                 None => Err(EvalError::new(
                     ErrorKind::Eval,
-                    format!("list index {i} in selection path is out of bounds"),
+                    format!("list index {i} in selection path '{path}' is out of bounds"),
                 )),
             }
         }
         other => Err(EvalError::new(
             ErrorKind::Type,
             format!(
-                "the expression selected by the selection path '{name}' should be a set but is {}",
+                "the expression selected by the selection path '{path}' should be a set but is {}",
                 other.type_().described()
             ),
         )),

@@ -37,10 +37,6 @@ pub struct CopyArgs {
     /// Store paths (or links to them, e.g. ./result)
     #[arg(required = true, value_name = "PATH")]
     paths: Vec<PathBuf>,
-    /// Set a setting of rocmx.conf for this command (`--option trusted-public-keys
-    /// 'NAME:BASE64'`); may be repeated
-    #[arg(long = "option", num_args = 2, value_names = ["NAME", "VALUE"], action = clap::ArgAction::Append)]
-    option: Vec<String>,
 }
 
 pub fn run(a: CopyArgs, s: &StoreOpt) -> i32 {
@@ -48,8 +44,7 @@ pub fn run(a: CopyArgs, s: &StoreOpt) -> i32 {
 }
 
 fn copy(a: CopyArgs, s: &StoreOpt) -> Result<(), Fail> {
-    let mut cfg = crate::config::read().map_err(Fail::Msg)?;
-    cfg.add_options(&a.option).map_err(Fail::Msg)?;
+    let cfg = crate::config::read().map_err(Fail::Msg)?;
     let store = open_store(s)?;
     let url = a.to.as_deref().or(a.from.as_deref()).unwrap_or_default();
     let tokens = cfg.access_tokens().map_err(Fail::Msg)?;

@@ -11,8 +11,8 @@ use std::rc::Rc;
 
 use clap::Args;
 
-use super::common::{absolute, auto_args, auto_call, cwd, select, split_attr_path};
-use rocmx_lang::eval::compile::{LintLevel, Lints};
+use super::common::{auto_args, auto_call, cwd, select, split_attr_path};
+use super::evalopts::{file_arg, EvalOpts};
 use rocmx_lang::eval::{EResult, ErrorKind, EvalError};
 use rocmx_lang::store::MemStore;
 use rocmx_lang::value::print;
@@ -22,6 +22,8 @@ use rocmx_lang::{EvalSettings, Evaluator};
 pub struct EvalArgs {
     #[command(flatten)]
     flake: crate::flake::FlakeOpts,
+    #[command(flatten)]
+    opts: EvalOpts,
     /// The file to evaluate (a directory means its default.nix), or a flake
     /// installable `FLAKEREF#ATTRPATH` (a directory with flake.nix is a flake).
     file: Option<PathBuf>,
@@ -37,24 +39,14 @@ pub struct EvalArgs {
     /// Only parse; exit 0 when the input is syntactically valid.
     #[arg(long)]
     parse: bool,
-    /// Pass NAME = EXPR to a top-level function with formals.
-    #[arg(long = "arg", num_args = 2, value_names = ["NAME", "EXPR"], action = clap::ArgAction::Append)]
-    arg: Vec<String>,
-    /// Pass NAME = "STR" to a top-level function with formals.
-    #[arg(long = "argstr", num_args = 2, value_names = ["NAME", "STR"], action = clap::ArgAction::Append)]
-    argstr: Vec<String>,
     /// Select this attribute path from the result (may be repeated).
     #[arg(short = 'A', long = "attr", value_name = "ATTRPATH")]
     attr: Vec<String>,
-    /// Add a search path entry: DIR or NAME=DIR (used by `<NAME>`).
-    #[arg(short = 'I', long = "include", value_name = "PATH")]
-    include: Vec<String>,
-    /// Maximum depth of nested function calls before evaluation stops.
-    #[arg(long, value_name = "N", default_value_t = 20_000)]
-    max_call_depth: usize,
-    /// Show the chain of "while evaluating" frames on errors.
+    /// Write the sources that evaluation copies (path literals, `builtins.path`,
+    /// `toFile`) to the store for real, as `nix-instantiate --eval --read-write-mode`
+    /// does; without it they are only hashed.
     #[arg(long)]
-    show_trace: bool,
+    read_write_mode: bool,
     /// Hide the trace (the default).
     #[arg(long, hide = true)]
     no_show_trace: bool,
@@ -64,66 +56,10 @@ pub struct EvalArgs {
     /// Allow access to the environment (accepted for compatibility; the default).
     #[arg(long, hide = true)]
     impure: bool,
-    /// Enable experimental language features (e.g. `parse-toml-timestamps`).
-    #[arg(long = "extra-experimental-features", value_name = "FEATURES")]
-    experimental: Vec<String>,
-    /// How to treat URL literals: `warn` or `fatal`.
-    #[arg(long, value_name = "LEVEL")]
-    lint_url_literals: Option<String>,
-    /// How to treat path literals without `./`: `warn` or `fatal`.
-    #[arg(long, value_name = "LEVEL")]
-    lint_short_path_literals: Option<String>,
-    /// How to treat absolute path literals: `warn` or `fatal`.
-    #[arg(long, value_name = "LEVEL")]
-    lint_absolute_path_literals: Option<String>,
-}
-
-fn lint_level(s: &Option<String>) -> Result<LintLevel, String> {
-    match s.as_deref() {
-        None | Some("ignore") | Some("off") => Ok(LintLevel::Off),
-        Some("warn") => Ok(LintLevel::Warn),
-        Some("fatal") => Ok(LintLevel::Fatal),
-        Some(other) => Err(format!(
-            "invalid lint level '{other}'; expected 'warn', 'fatal' or 'ignore'"
-        )),
-    }
-}
-
-/// Parses `-I` / `NIX_PATH` entries: `NAME=PATH` or `PATH`.
-fn search_entry(s: &str) -> (String, String) {
-    match s.split_once('=') {
-        Some((prefix, path)) if !prefix.contains('/') => (prefix.to_string(), path.to_string()),
-        _ => (String::new(), s.to_string()),
-    }
-}
-
-fn settings(args: &EvalArgs) -> Result<EvalSettings, String> {
-    let mut search_path: Vec<(String, String)> =
-        args.include.iter().map(|s| search_entry(s)).collect();
-    for var in ["ROCMX_PATH", "NIX_PATH"] {
-        if let Ok(v) = std::env::var(var) {
-            search_path.extend(v.split(':').filter(|s| !s.is_empty()).map(search_entry));
-        }
-    }
-    Ok(EvalSettings {
-        search_path,
-        max_call_depth: args.max_call_depth,
-        lints: Lints {
-            url_literals: lint_level(&args.lint_url_literals)?,
-            short_path_literals: lint_level(&args.lint_short_path_literals)?,
-            absolute_path_literals: lint_level(&args.lint_absolute_path_literals)?,
-        },
-        experimental_features: args
-            .experimental
-            .iter()
-            .flat_map(|s| s.split_whitespace().map(str::to_string))
-            .collect(),
-        ..EvalSettings::default()
-    })
 }
 
 pub fn run(args: EvalArgs, store_opt: &super::StoreOpt) -> i32 {
-    let settings = match settings(&args) {
+    let settings = match args.opts.settings() {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");
@@ -155,20 +91,29 @@ pub fn run(args: EvalArgs, store_opt: &super::StoreOpt) -> i32 {
     if let Some((reference, fragment)) = flake {
         return eval_flake(settings, &args, store_opt, &reference, &fragment);
     }
+    if args.read_write_mode {
+        return eval_read_write(settings, &args, store_opt);
+    }
     let store = Rc::new(MemStore::new());
     let mut ev = Evaluator::new(settings, store.clone());
     let result = evaluate(&mut ev, &args);
+    let code = report(ev, result, &args);
+    store.close();
+    code
+}
+
+/// Prints the value (exit 0) or the rendered error (exit 1).
+fn report(ev: Evaluator, result: EResult<String>, args: &EvalArgs) -> i32 {
     let code = match result {
         Ok(text) => {
-            let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "{text}");
+            let _ = writeln!(std::io::stdout().lock(), "{text}");
             0
         }
         Err(e) => {
             eprint!(
                 "{}",
                 ev.sources
-                    .render(&e, args.show_trace && !args.no_show_trace)
+                    .render(&e, args.opts.show_trace && !args.no_show_trace)
             );
             1
         }
@@ -176,8 +121,20 @@ pub fn run(args: EvalArgs, store_opt: &super::StoreOpt) -> i32 {
     // The process exits next; tearing down the heap value by value would only
     // cost time (and recursion on deep values).
     std::mem::forget(ev);
-    store.close();
     code
+}
+
+/// `rocmx eval --read-write-mode`: as [`run`], against the local store, so that
+/// what evaluation copies is really added (and registered) there.
+fn eval_read_write(settings: EvalSettings, args: &EvalArgs, store_opt: &super::StoreOpt) -> i32 {
+    let store = match super::path_info::open_store_or_exit(store_opt) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let eval_store = Rc::new(crate::evalstore::LocalEvalStore::new(store));
+    let mut ev = Evaluator::new(settings, eval_store.clone());
+    let result = evaluate(&mut ev, args).and_then(|t| eval_store.flush().map(|()| t));
+    report(ev, result, args)
 }
 
 /// `rocmx eval FLAKEREF#ATTRPATH`: the attribute of the flake, resolved as
@@ -189,7 +146,7 @@ fn eval_flake(
     reference: &rocmx_lang::flake::FlakeRef,
     fragment: &str,
 ) -> i32 {
-    if !args.arg.is_empty() || !args.argstr.is_empty() || !args.attr.is_empty() {
+    if !args.opts.arg.is_empty() || !args.opts.argstr.is_empty() || !args.attr.is_empty() {
         eprintln!("error: --arg, --argstr and -A do not apply to a flake; write {reference}#ATTRPATH and --set NAME=VALUE");
         return 2;
     }
@@ -233,22 +190,7 @@ fn eval_flake(
         eval_store.flush()?;
         Ok(text)
     })();
-    let code = match r {
-        Ok(text) => {
-            let _ = writeln!(std::io::stdout().lock(), "{text}");
-            0
-        }
-        Err(e) => {
-            eprint!(
-                "{}",
-                ev.sources
-                    .render(&e, args.show_trace && !args.no_show_trace)
-            );
-            1
-        }
-    };
-    std::mem::forget(ev);
-    code
+    report(ev, r, args)
 }
 
 fn evaluate(ev: &mut Evaluator, args: &EvalArgs) -> EResult<String> {
@@ -259,7 +201,7 @@ fn evaluate(ev: &mut Evaluator, args: &EvalArgs) -> EResult<String> {
                 ev.compile_source("«string»".into(), None, e.as_str().into(), &base)?;
             }
             (None, Some(f)) => {
-                let path = absolute(f, &base);
+                let path = file_arg(ev, &f.to_string_lossy(), &base)?;
                 let text = read_source(&path)?;
                 let dir = path.parent().unwrap_or(Path::new("/")).to_path_buf();
                 ev.compile_source(
@@ -276,17 +218,17 @@ fn evaluate(ev: &mut Evaluator, args: &EvalArgs) -> EResult<String> {
     let root = match (&args.expr, &args.file) {
         (Some(e), _) => ev.eval_string(e, &base)?,
         (None, Some(f)) => {
-            let path = absolute(f, &base);
+            let path = file_arg(ev, &f.to_string_lossy(), &base)?;
             ev.eval_file(&path)?
         }
         (None, None) => unreachable!("checked by run"),
     };
-    let auto_args = auto_args(ev, &args.arg, &args.argstr, &base)?;
+    let auto_args = auto_args(ev, &args.opts.arg, &args.opts.argstr, &base)?;
     let mut v = root;
     for path in &args.attr {
         for name in split_attr_path(path)? {
             v = auto_call(ev, &v, &auto_args)?;
-            v = select(ev, &v, &name)?;
+            v = select(ev, &v, &name, path)?;
         }
     }
     v = auto_call(ev, &v, &auto_args)?;

@@ -9,6 +9,7 @@ pub mod debian;
 pub mod derivation;
 pub mod diff;
 pub mod eval;
+pub(crate) mod evalopts;
 pub mod flake;
 pub mod gfx;
 pub mod graph;

@@ -141,7 +141,7 @@ pub fn resolve(
             let mut v = ev.eval_file(&p)?;
             for name in split_attr_path(attr.unwrap_or(""))? {
                 v = auto_call(ev, &v, &none)?;
-                v = select(ev, &v, &name)?;
+                v = select(ev, &v, &name, attr.unwrap_or(""))?;
             }
             auto_call(ev, &v, &none)
         }

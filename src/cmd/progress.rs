@@ -12,19 +12,25 @@
 //!   above it. Only these escape codes are written: cursor up (`ESC[nA`), erase line
 //!   (`ESC[2K`) and erase below (`ESC[J`); status lines are cut to the terminal's width
 //!   so that none wraps. Log lines and failure messages shown in this mode keep colours
-//!   (SGR sequences, reset at the end of the line) but lose every other control
-//!   character and escape sequence, so a builder cannot move the cursor.
-//! - **bar** elsewhere, and **plain**: one line per event, no escape codes (log lines
-//!   are written as the builder wrote them, byte for byte, minus the line terminator).
+//!   (SGR sequences, reset at the end of the line; none when `NO_COLOR` is set) but
+//!   lose every other control character and escape sequence, so a builder cannot move
+//!   the cursor. On Ctrl-C the area is erased before the process exits
+//!   (`crate::interrupt`).
+//! - **bar** elsewhere, and **plain**: one line per event, no escape codes at all, for
+//!   pipes and files: log lines and failure messages are written as the builder wrote
+//!   them minus the line terminator and every escape sequence (colours included), and
+//!   phase markers are shown as phases.
 //! - **json**: one JSON object per event and per complete log line (see
 //!   [`LogFormat::Json`]).
 //!
 //! Log lines: a chunk of log is cut into lines at `\n` (a trailing `\r` is dropped);
 //! the incomplete rest waits, per derivation, for the next chunk and is flushed when the
 //! build ends (`Built`/`Failed`) or at [`Progress::finish`]. A line longer than 64 KiB
-//! is cut into pieces. Phase markers (`@nix {"action":"setPhase",…}`) are part of the
-//! log: with `-L` they are printed like any other line, and in JSON they appear both as
-//! a `log` object and, from [`Event::Phase`], a `phase` object.
+//! is cut into pieces. Phase markers (`@nix {"action":"setPhase","phase":"buildPhase"}`,
+//! see `rocmx_builder::events`) set the phase shown in the status area; with `-L` they
+//! are printed as `NAME> Running phase: buildPhase` in the plain and live forms, and in
+//! JSON they appear both as a `log` object (the line as written) and, from
+//! [`Event::Phase`], a `phase` object.
 //!
 //! Must not: write to standard output (results belong to `build.rs`), decide anything
 //! about the build, or panic: events come from several threads (one mutex guards the
@@ -38,7 +44,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::common::human_size;
-use rocmx_builder::events::{Event, EventSink};
+use rocmx_builder::events::{phase_of_line, Event, EventSink};
 use rocmx_store::StorePath;
 
 /// Time between two looks of the ticker at the status area.
@@ -121,6 +127,8 @@ fn terminal_columns() -> Option<usize> {
 pub struct Progress {
     shared: Arc<Shared>,
     ticker: Mutex<Option<JoinHandle<()>>>,
+    /// Erases the status area if the process is interrupted (Ctrl-C).
+    _interrupt: Option<crate::interrupt::HookGuard>,
 }
 
 struct Shared {
@@ -132,6 +140,30 @@ struct Shared {
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The process is being interrupted: erase the status area and draw nothing more.
+    /// Gives up after half a second if the state cannot be had (the exit goes on).
+    fn interrupt(&self) {
+        let deadline = Instant::now() + Duration::from_millis(500);
+        let mut st = loop {
+            match self.state.try_lock() {
+                Ok(g) => break g,
+                Err(std::sync::TryLockError::Poisoned(e)) => break e.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(5))
+                }
+                Err(std::sync::TryLockError::WouldBlock) => return,
+            }
+        };
+        st.stop = true;
+        st.finished = true;
+        if !st.drawn.is_empty() {
+            let erase = format!("\x1b[{}A\r\x1b[J", st.drawn.len());
+            st.drawn.clear();
+            let _ = st.out.write_all(erase.as_bytes());
+            let _ = st.out.flush();
+        }
     }
 }
 
@@ -162,6 +194,8 @@ enum Outcome {
 
 struct State {
     mode: Mode,
+    /// Builders' colours (SGR sequences) are kept: the live form, unless `NO_COLOR`.
+    colour: bool,
     print_logs: bool,
     out: Box<dyn Write + Send>,
     width: Width,
@@ -201,7 +235,16 @@ impl Progress {
         err: Box<dyn Write + Send>,
         is_tty: bool,
     ) -> Progress {
-        Progress::with_options(format, print_build_logs, err, is_tty, Width::Terminal, true)
+        let colour = colour_wanted();
+        Progress::with_colour(
+            format,
+            print_build_logs,
+            err,
+            is_tty,
+            Width::Terminal,
+            true,
+            colour,
+        )
     }
 
     /// A display on standard error, live when it is a terminal (see [`Progress::new`]).
@@ -215,6 +258,7 @@ impl Progress {
         )
     }
 
+    #[cfg(test)]
     fn with_options(
         format: LogFormat,
         print_logs: bool,
@@ -222,6 +266,18 @@ impl Progress {
         is_tty: bool,
         width: Width,
         ticker: bool,
+    ) -> Progress {
+        Progress::with_colour(format, print_logs, out, is_tty, width, ticker, true)
+    }
+
+    fn with_colour(
+        format: LogFormat,
+        print_logs: bool,
+        out: Box<dyn Write + Send>,
+        is_tty: bool,
+        width: Width,
+        ticker: bool,
+        colour: bool,
     ) -> Progress {
         let mode = match format {
             LogFormat::Bar if is_tty => Mode::Live,
@@ -231,6 +287,7 @@ impl Progress {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 mode,
+                colour,
                 print_logs,
                 out,
                 width,
@@ -263,9 +320,18 @@ impl Progress {
                 handle = Some(h);
             }
         }
+        let interrupt = (mode == Mode::Live).then(|| {
+            let weak = Arc::downgrade(&shared);
+            crate::interrupt::on_interrupt(move || {
+                if let Some(s) = weak.upgrade() {
+                    s.interrupt();
+                }
+            })
+        });
         Progress {
             shared,
             ticker: Mutex::new(handle),
+            _interrupt: interrupt,
         }
     }
 
@@ -475,7 +541,7 @@ impl State {
                         let _ = writeln!(perm, "built {name} ({secs:.1}s)");
                     }
                     Mode::Live => {
-                        let _ = writeln!(perm, "built {} in {secs:.1}s", sanitize(&name));
+                        let _ = writeln!(perm, "built {} in {secs:.1}s", sanitize(&name, false));
                     }
                     Mode::Json => json_line(
                         &mut perm,
@@ -493,14 +559,17 @@ impl State {
                 self.set_outcome(drv, Outcome::Failed);
                 match self.mode {
                     Mode::Plain => {
-                        perm.extend_from_slice(message.as_bytes());
-                        if !message.ends_with('\n') {
+                        for line in message.lines() {
+                            let line = shown_line(line.as_bytes());
+                            perm.extend_from_slice(&strip_escapes(&line));
                             perm.push(b'\n');
                         }
                     }
                     Mode::Live => {
                         for line in message.lines() {
-                            perm.extend_from_slice(sanitize(line).as_bytes());
+                            let line =
+                                String::from_utf8_lossy(&shown_line(line.as_bytes())).into_owned();
+                            perm.extend_from_slice(sanitize(&line, self.colour).as_bytes());
                             perm.push(b'\n');
                         }
                     }
@@ -560,7 +629,7 @@ impl State {
                         let _ = writeln!(
                             perm,
                             "fetched {} ({})",
-                            sanitize(path.name()),
+                            sanitize(path.name(), false),
                             human_size(*bytes)
                         );
                     }
@@ -586,8 +655,8 @@ impl State {
                         let _ = writeln!(
                             perm,
                             "skipped {}: depends on failed {}",
-                            sanitize(&name),
-                            sanitize(&failed)
+                            sanitize(&name, false),
+                            sanitize(&failed, false)
                         );
                     }
                     Mode::Json => json_line(
@@ -633,9 +702,18 @@ impl State {
         }
     }
 
-    /// One log line (without its `\n`) in the current form.
+    /// One log line (without its `\n`) in the current form. For people (plain, live),
+    /// a phase marker is shown as the phase it announces ([`shown_line`]); JSON keeps
+    /// the line as written.
     fn log_line(&self, drv: &StorePath, line: &[u8], perm: &mut Vec<u8>) {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let shown;
+        let line = if self.mode == Mode::Json {
+            line
+        } else {
+            shown = shown_line(line);
+            &shown[..]
+        };
         match self.mode {
             Mode::Json => json_line(
                 perm,
@@ -648,13 +726,14 @@ impl State {
             Mode::Plain => {
                 perm.extend_from_slice(self.name_of(drv).as_bytes());
                 perm.extend_from_slice(b"> ");
-                perm.extend_from_slice(line);
+                perm.extend_from_slice(&strip_escapes(line));
                 perm.push(b'\n');
             }
             Mode::Live => {
-                perm.extend_from_slice(sanitize(&self.name_of(drv)).as_bytes());
+                perm.extend_from_slice(sanitize(&self.name_of(drv), false).as_bytes());
                 perm.extend_from_slice(b"> ");
-                perm.extend_from_slice(sanitize(&String::from_utf8_lossy(line)).as_bytes());
+                let line = String::from_utf8_lossy(line);
+                perm.extend_from_slice(sanitize(&line, self.colour).as_bytes());
                 perm.push(b'\n');
             }
         }
@@ -832,9 +911,78 @@ fn truncate(s: &str, width: usize) -> String {
     }
 }
 
-/// A line for the live form: colours (SGR sequences) are kept and reset at the end;
-/// other escape sequences and control characters but tab are dropped.
-fn sanitize(s: &str) -> String {
+/// A builder's line as people see it: a phase marker becomes `Running phase: NAME`
+/// (nixpkgs' stdenv wording), anything else is unchanged.
+fn shown_line(line: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    match phase_of_line(line) {
+        Some(phase) => format!("Running phase: {phase}").into_bytes().into(),
+        None => line.into(),
+    }
+}
+
+/// Whether builders' colours may reach the terminal: not when `NO_COLOR` is set to
+/// anything but the empty string (<https://no-color.org>).
+fn colour_wanted() -> bool {
+    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// A line for the plain form, which is for pipes and files: escape sequences
+/// (`ESC [ … final`, `ESC ] … BEL/ST` and the other strings, `ESC ( B` and two-byte `ESC x`) are
+/// dropped, every other byte is kept as written.
+fn strip_escapes(s: &[u8]) -> Vec<u8> {
+    if !s.contains(&0x1b) {
+        return s.to_vec();
+    }
+    let mut out = Vec::with_capacity(s.len());
+    let mut i = 0;
+    while i < s.len() {
+        if s[i] != 0x1b {
+            out.push(s[i]);
+            i += 1;
+            continue;
+        }
+        i += 1;
+        match s.get(i) {
+            Some(b'[') => {
+                i += 1;
+                while i < s.len() && (0x20..=0x3f).contains(&s[i]) {
+                    i += 1;
+                }
+                if i < s.len() && (0x40..=0x7e).contains(&s[i]) {
+                    i += 1;
+                }
+            }
+            Some(b']' | b'P' | b'X' | b'^' | b'_') => {
+                i += 1;
+                while i < s.len() {
+                    if s[i] == 0x07 {
+                        i += 1;
+                        break;
+                    }
+                    if s[i] == 0x1b {
+                        i += 1 + usize::from(s.get(i + 1) == Some(&b'\\'));
+                        break;
+                    }
+                    i += 1;
+                }
+            }
+            // nF sequences (`ESC ( B`): intermediates, then a final byte.
+            Some(_) => {
+                while i < s.len() && (0x20..=0x2f).contains(&s[i]) {
+                    i += 1;
+                }
+                i += 1;
+            }
+            None => {}
+        }
+    }
+    out
+}
+
+/// A line for the live form: colours (SGR sequences) are kept and reset at the end
+/// when `colour` is true, dropped otherwise; other escape sequences and control
+/// characters but tab are dropped.
+fn sanitize(s: &str, colour: bool) -> String {
     let mut out = String::with_capacity(s.len());
     let mut coloured = false;
     let mut chars = s.chars().peekable();
@@ -858,7 +1006,7 @@ fn sanitize(s: &str) -> String {
                     let params_ok = seq[2..seq.len() - fin.map_or(0, |_| 1)]
                         .chars()
                         .all(|c| c.is_ascii_digit() || c == ';');
-                    if fin == Some('m') && params_ok {
+                    if fin == Some('m') && params_ok && colour {
                         out.push_str(&seq);
                         coloured = true;
                     }
@@ -877,7 +1025,12 @@ fn sanitize(s: &str) -> String {
                         }
                     }
                 }
-                // Two-character sequences (and a lone ESC at the end).
+                // nF sequences (`ESC ( B`: intermediates, then a final character),
+                // two-character ones, and a lone ESC at the end.
+                Some(c) if ('\x20'..='\x2f').contains(&c) => {
+                    while chars.next_if(|c| ('\x20'..='\x2f').contains(c)).is_some() {}
+                    chars.next();
+                }
                 _ => {}
             },
             '\t' => out.push(c),
@@ -1013,7 +1166,7 @@ mod tests {
             "building '{A}'...\n\
              hello> line one\n\
              hello> line two\n\
-             hello> @nix {{\"action\":\"setPhase\",\"phase\":\"buildPhase\"}}\n\
+             hello> Running phase: buildPhase\n\
              hello> no newline \u{fffd}\n\
              built hello (1.2s)\n\
              building '{B}'...\n\
@@ -1235,7 +1388,7 @@ mod tests {
             [
                 "hello> line one",
                 "hello> line two",
-                "hello> @nix {\"action\":\"setPhase\",\"phase\":\"buildPhase\"}",
+                "hello> Running phase: buildPhase",
                 "[done 1/4, running 1, queued 2, failed 0]",
                 "  building hello (buildPhase) 0s",
             ]
@@ -1255,7 +1408,7 @@ mod tests {
             [
                 "hello> line one",
                 "hello> line two",
-                "hello> @nix {\"action\":\"setPhase\",\"phase\":\"buildPhase\"}",
+                "hello> Running phase: buildPhase",
                 "hello> no newline \u{fffd}",
                 "built hello in 1.2s",
                 "world> oops",
@@ -1469,9 +1622,102 @@ mod tests {
         assert_eq!(truncate("abcdef", 3), "abc");
         assert_eq!(truncate("ab", 3), "ab");
         assert_eq!(
-            sanitize("a\tb\x1b]0;title\x07c\x1b[1;32mg\x1b"),
+            sanitize("a\tb\x1b]0;title\x07c\x1b[1;32mg\x1b", true),
             "a\tbc\x1b[1;32mg\x1b[0m"
         );
-        assert_eq!(sanitize("x\x1b[?25ly"), "xy");
+        assert_eq!(
+            sanitize("a\tb\x1b]0;title\x07c\x1b[1;32mg\x1b", false),
+            "a\tbcg"
+        );
+        assert_eq!(sanitize("x\x1b[?25ly", true), "xy");
+        assert_eq!(sanitize("a\x1b(Bb\x1b7c", true), "abc");
+    }
+
+    #[test]
+    fn plain_lines_lose_escape_sequences_and_keep_other_bytes() {
+        let cases: [(&[u8], &[u8]); 7] = [
+            (b"plain \xff text", b"plain \xff text"),
+            (b"\x1b[1;31merror:\x1b[0m boom", b"error: boom"),
+            (b"\x1b]0;title\x07after", b"after"),
+            (b"\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\", b"link"),
+            (b"a\x1b(Bb", b"ab"),
+            (b"cut\x1b[", b"cut"),
+            (b"end\x1b", b"end"),
+        ];
+        for (input, want) in cases {
+            assert_eq!(
+                strip_escapes(input),
+                want,
+                "{:?}",
+                String::from_utf8_lossy(input)
+            );
+        }
+    }
+
+    #[test]
+    fn colours_of_a_failure_reach_neither_a_pipe_nor_a_no_color_terminal() {
+        let failed = Event::Failed {
+            drv: p(A),
+            message: "builder failed\n\x1b[31mred\x1b[0m line".into(),
+        };
+        // Plain (a pipe): no escape at all.
+        let buf = Buf::default();
+        let pr = Progress::with_options(
+            LogFormat::Plain,
+            false,
+            Box::new(buf.clone()),
+            false,
+            Width::Fixed(80),
+            false,
+        );
+        pr.event(&failed);
+        pr.finish();
+        assert_eq!(buf.text(), "builder failed\nred line\n");
+        // Live with colour: kept; live with NO_COLOR: dropped.
+        for (colour, want) in [(true, "\x1b[31mred\x1b[0m line"), (false, "red line")] {
+            let buf = Buf::default();
+            let pr = Progress::with_colour(
+                LogFormat::Bar,
+                false,
+                Box::new(buf.clone()),
+                true,
+                Width::Fixed(80),
+                false,
+                colour,
+            );
+            pr.event(&failed);
+            pr.finish();
+            let text = buf.text();
+            assert!(text.contains(want), "{colour}: {text:?}");
+            if !colour {
+                assert!(!text.contains("\x1b[31m"), "{text:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn an_interrupt_erases_the_status_area_and_stops_drawing() {
+        let (pr, buf) = live(false, 80);
+        pr.event(&Event::Started {
+            drv: p(A),
+            name: "hello".into(),
+        });
+        let before = buf.bytes().len();
+        assert!(before > 0, "the status area was drawn");
+        pr.shared.interrupt();
+        let after = buf.bytes();
+        assert!(
+            after[before..].starts_with(b"\x1b["),
+            "{:?}",
+            String::from_utf8_lossy(&after)
+        );
+        assert!(after.ends_with(b"A\r\x1b[J"));
+        // Nothing is drawn any more.
+        pr.event(&Event::Started {
+            drv: p(B),
+            name: "two".into(),
+        });
+        pr.finish();
+        assert_eq!(buf.bytes().len(), after.len());
     }
 }

@@ -37,21 +37,10 @@ pub struct ReplArgs {
     /// flake whose outputs are (as `:lf FLAKEREF`).
     #[arg(value_name = "FILE|FLAKEREF")]
     pub(crate) target: Option<String>,
-    /// Pass NAME = EXPR to a loaded file that is a function with formals.
-    #[arg(long = "arg", num_args = 2, value_names = ["NAME", "EXPR"], action = clap::ArgAction::Append)]
-    pub(crate) arg: Vec<String>,
-    /// Pass NAME = "STR" to a loaded file that is a function with formals.
-    #[arg(long = "argstr", num_args = 2, value_names = ["NAME", "STR"], action = clap::ArgAction::Append)]
-    pub(crate) argstr: Vec<String>,
-    /// Add a search path entry: DIR or NAME=DIR (used by `<NAME>`).
-    #[arg(short = 'I', long = "include", value_name = "PATH")]
-    pub(crate) include: Vec<String>,
-    /// Maximum depth of nested function calls before evaluation stops.
-    #[arg(long, value_name = "N", default_value_t = 20_000)]
-    pub(crate) max_call_depth: usize,
-    /// Show the chain of "while evaluating" frames on errors (`:te` toggles it).
-    #[arg(long)]
-    pub(crate) show_trace: bool,
+    /// The evaluation options (`--arg`/`--argstr` apply to a loaded file that is a
+    /// function with formals; `:te` toggles `--show-trace`).
+    #[command(flatten)]
+    pub(crate) eval: crate::cmd::evalopts::EvalOpts,
     #[command(flatten)]
     pub(crate) flake: crate::flake::FlakeOpts,
 }
@@ -59,7 +48,14 @@ pub struct ReplArgs {
 const PROMPT: &str = "rocmx-repl> ";
 
 pub fn run(args: ReplArgs, store_opt: &super::StoreOpt) -> i32 {
-    let mut session = Session::new(&args, store_opt);
+    let settings = match args.eval.settings() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
+    let mut session = Session::new(&args, settings, store_opt);
     let interactive = std::io::stdin().is_terminal();
     if interactive {
         println!(

@@ -52,10 +52,6 @@ pub struct ServeArgs {
     /// The most bytes of NAR that pushes may stage at once (K, M, G, T suffixes)
     #[arg(long, default_value = "64G", value_name = "SIZE")]
     max_upload_size: String,
-    /// Set a setting of rocmx.conf for this command (`--option secret-key-files
-    /// /etc/rocmx/cache-1.secret`); may be repeated
-    #[arg(long = "option", num_args = 2, value_names = ["NAME", "VALUE"], action = clap::ArgAction::Append)]
-    option: Vec<String>,
 }
 
 /// What a writable server needs.
@@ -106,8 +102,7 @@ fn writable(
 }
 
 fn serve(a: ServeArgs, s: &StoreOpt) -> Result<(), Fail> {
-    let mut cfg = crate::config::read().map_err(Fail::Msg)?;
-    cfg.add_options(&a.option).map_err(Fail::Msg)?;
+    let cfg = crate::config::read().map_err(Fail::Msg)?;
     let keys = cfg.secret_keys().map_err(Fail::Msg)?;
     let store = Arc::new(open_store(s)?);
     let push = writable(&a, &cfg, &store)?.map(Arc::new);

@@ -79,9 +79,6 @@ pub struct VerifyArgs {
     /// Cores each build may use, exported as ROCMX_BUILD_CORES (default: all).
     #[arg(long, value_name = "N")]
     cores: Option<u32>,
-    /// Set a setting of rocmx.conf for this command; may be repeated.
-    #[arg(long = "option", num_args = 2, value_names = ["NAME", "VALUE"], action = clap::ArgAction::Append)]
-    option: Vec<String>,
 }
 
 /// How one derivation fared.
@@ -152,7 +149,7 @@ pub fn run(mut args: VerifyArgs, store_opt: &StoreOpt) -> i32 {
 
 /// The build options of every rebuild: the configuration, `--option`, `--cores`.
 fn options(args: &VerifyArgs) -> Result<BuildOptions, Fail> {
-    let (mut opts, _) = super::build::configured_options(&args.option)?;
+    let (mut opts, _) = super::build::configured_options()?;
     if let Some(c) = args.cores {
         opts.cores = c;
     }

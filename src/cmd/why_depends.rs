@@ -270,7 +270,7 @@ mod tests {
         let f = dir.path().join("f");
         let mut data = vec![b'x'; (1 << 20) - 10];
         data.extend_from_slice(b"NEEDLE-0123456789abcdefghijklmno\n");
-        data.extend(std::iter::repeat(b'y').take(100));
+        data.extend(std::iter::repeat_n(b'y', 100));
         fs::write(&f, &data).expect("write");
         let ctx = file_context(&f, b"NEEDLE-0123456789abcdefghijklmno")
             .expect("read")

@@ -30,6 +30,9 @@
 //! # let _ = (src, text, outs); Ok(()) }
 //! ```
 
+// No unsafe code here: what needs it (the sandbox) lives in rocmx-builder.
+#![forbid(unsafe_code)]
+
 pub mod derivation;
 pub mod direct;
 pub mod hash;

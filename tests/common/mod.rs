@@ -1,6 +1,7 @@
 //! Helpers shared by the end-to-end tests (each test file includes this module).
 #![allow(dead_code)]
 
+pub mod fixture;
 pub mod http;
 
 use std::fs;

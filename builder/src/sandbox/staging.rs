@@ -125,62 +125,6 @@ impl Drop for Staging {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use nix::fcntl::{openat, OFlag};
-    use nix::sys::stat::{fchmod, mkdirat, Mode};
-
-    /// Makes `root` with a chain of `a` directories below it, `levels` deep in all,
-    /// through descriptors (the paths exceed `PATH_MAX`); some levels are left 0500 or
-    /// 0000, as a hostile builder might.
-    fn chain(root: &Path, levels: usize) {
-        std::fs::create_dir(root).expect("mkdir");
-        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW;
-        let mut cur = openat(nix::fcntl::AT_FDCWD, root, flags, Mode::empty()).expect("open");
-        for i in 1..levels {
-            mkdirat(&cur, "a", Mode::from_bits_truncate(0o755)).expect("mkdirat");
-            let next = openat(&cur, "a", flags, Mode::empty()).expect("openat");
-            if i % 5000 == 0 {
-                let mode = if i % 10000 == 0 { 0o000 } else { 0o500 };
-                fchmod(&cur, Mode::from_bits_truncate(mode)).expect("fchmod");
-            }
-            cur = next;
-        }
-    }
-
-    #[test]
-    fn deep_outputs_are_refused_with_the_cause_and_removed_on_a_small_stack() {
-        let tmp = tempfile::tempdir().expect("tmp");
-        let staging = Staging::create(&tmp.path().join("out")).expect("staging");
-        let out = staging.dir.join("out");
-        chain(&out, 20_000);
-        let o = out.clone();
-        let e = std::thread::Builder::new()
-            .stack_size(256 * 1024)
-            .spawn(move || strip_setid(&o))
-            .expect("spawn")
-            .join()
-            .expect("no panic")
-            .expect_err("too deep");
-        assert!(
-            matches!(e, SandboxError::Output { ref path, .. } if *path == out),
-            "{e}"
-        );
-        let msg = e.to_string();
-        assert!(msg.contains("is nested deeper than 2048 levels"), "{msg}");
-        assert!(!msg.contains("sandbox setup failed"), "{msg}");
-        let dir = staging.dir.clone();
-        std::thread::Builder::new()
-            .stack_size(256 * 1024)
-            .spawn(move || drop(staging))
-            .expect("spawn")
-            .join()
-            .expect("no panic");
-        assert!(std::fs::symlink_metadata(dir).is_err(), "removed on drop");
-    }
-}
-
 /// The two empty work directories of the writable overlays at `/build` and at the
 /// output's directory: `.rocmx-work-<pid>-<n>` next to the build directory and next to
 /// the staging directory (an overlay's work directory must be on its upper layer's
@@ -245,5 +189,61 @@ impl Drop for WorkDirs {
         }
         remove_tree(&self.build);
         remove_tree(&self.output);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nix::fcntl::{openat, OFlag};
+    use nix::sys::stat::{fchmod, mkdirat, Mode};
+
+    /// Makes `root` with a chain of `a` directories below it, `levels` deep in all,
+    /// through descriptors (the paths exceed `PATH_MAX`); some levels are left 0500 or
+    /// 0000, as a hostile builder might.
+    fn chain(root: &Path, levels: usize) {
+        std::fs::create_dir(root).expect("mkdir");
+        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW;
+        let mut cur = openat(nix::fcntl::AT_FDCWD, root, flags, Mode::empty()).expect("open");
+        for i in 1..levels {
+            mkdirat(&cur, "a", Mode::from_bits_truncate(0o755)).expect("mkdirat");
+            let next = openat(&cur, "a", flags, Mode::empty()).expect("openat");
+            if i % 5000 == 0 {
+                let mode = if i % 10000 == 0 { 0o000 } else { 0o500 };
+                fchmod(&cur, Mode::from_bits_truncate(mode)).expect("fchmod");
+            }
+            cur = next;
+        }
+    }
+
+    #[test]
+    fn deep_outputs_are_refused_with_the_cause_and_removed_on_a_small_stack() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let staging = Staging::create(&tmp.path().join("out")).expect("staging");
+        let out = staging.dir.join("out");
+        chain(&out, 20_000);
+        let o = out.clone();
+        let e = std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(move || strip_setid(&o))
+            .expect("spawn")
+            .join()
+            .expect("no panic")
+            .expect_err("too deep");
+        assert!(
+            matches!(e, SandboxError::Output { ref path, .. } if *path == out),
+            "{e}"
+        );
+        let msg = e.to_string();
+        assert!(msg.contains("is nested deeper than 2048 levels"), "{msg}");
+        assert!(!msg.contains("sandbox setup failed"), "{msg}");
+        let dir = staging.dir.clone();
+        std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(move || drop(staging))
+            .expect("spawn")
+            .join()
+            .expect("no panic");
+        assert!(std::fs::symlink_metadata(dir).is_err(), "removed on drop");
     }
 }

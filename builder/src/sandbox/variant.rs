@@ -162,19 +162,18 @@ pub(super) fn check(v: &Variant, inputs: &[PathBuf], output: &Path) -> Result<()
             ))
         }
     };
-    if top != Path::new(BUILD_TOP) {
-        if ["dev", "proc", "etc", "build"].contains(&name.as_str())
+    if top != Path::new(BUILD_TOP)
+        && (["dev", "proc", "etc", "build"].contains(&name.as_str())
             || name == PRELOAD_DIR.trim_start_matches('/')
             || inputs
                 .iter()
                 .chain([output.to_path_buf()].iter())
-                .any(|i| i.starts_with(Path::new("/").join(&name)))
-        {
-            return bad(format!(
-                "build directory {}: taken by the sandbox, an input or the output",
-                top.display()
-            ));
-        }
+                .any(|i| i.starts_with(Path::new("/").join(&name))))
+    {
+        return bad(format!(
+            "build directory {}: taken by the sandbox, an input or the output",
+            top.display()
+        ));
     }
     if v.uid == 0 || v.gid == 0 || v.uid == 65534 || v.gid == 65534 {
         return bad(format!(

@@ -8,9 +8,10 @@
 
 use std::rc::Rc;
 
+use super::context::reject_context;
 use super::op;
 use crate::eval::{EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
-use crate::value::{Attrs, ContextElem, NixString, PrimOp, Sym, Value};
+use crate::value::{Attrs, NixString, PrimOp, Sym, Value};
 
 pub(crate) static BUILTINS: &[PrimOp] = &[
     op("attrNames", 1, attr_names),
@@ -26,20 +27,7 @@ pub(crate) static BUILTINS: &[PrimOp] = &[
 /// similar identifiers may not refer to store paths.
 pub(crate) fn expect_string_no_ctx(ev: &mut Evaluator, v: &Value) -> EResult<NixString> {
     let s = ev.expect_string(v)?;
-    if let Some(e) = s.context().iter().next() {
-        let path = match e {
-            ContextElem::Opaque(p) | ContextElem::DrvDeep(p) => p.clone(),
-            ContextElem::Built { drv, .. } => drv.clone(),
-        };
-        return Err(EvalError::new(
-            ErrorKind::Eval,
-            format!(
-                "the string '{}' is not allowed to refer to a store path (such as '{}')",
-                s.as_str(),
-                path
-            ),
-        ));
-    }
+    reject_context(&s)?;
     Ok(s)
 }
 

@@ -30,6 +30,24 @@ pub(crate) static BUILTINS: &[PrimOp] = &[
     op("addDrvOutputDependencies", 1, add_drv_output_dependencies),
 ];
 
+/// Nix's `forceStringNoCtx` check, the one place its error is worded: `Ok` for
+/// a string without context, else "the string '…' is not allowed to refer to a
+/// store path (such as '…')" naming the first context element in Nix's order
+/// (the encoded forms sorted as strings: `!out!…` before `/…` before `=…`),
+/// rendered encoded, as Nix 2.8 prints it. Frames stay the caller's.
+pub(crate) fn reject_context(s: &NixString) -> EResult<()> {
+    match s.context().iter().map(ContextElem::encode).min() {
+        None => Ok(()),
+        Some(first) => Err(EvalError::new(
+            ErrorKind::Eval,
+            format!(
+                "the string '{}' is not allowed to refer to a store path (such as '{first}')",
+                s.as_str()
+            ),
+        )),
+    }
+}
+
 fn is_derivation_path(p: &str) -> bool {
     p.ends_with(".drv")
 }
@@ -365,5 +383,45 @@ mod tests {
             e.contains("must have exactly one element, but has 2"),
             "{e}"
         );
+    }
+
+    /// Every builtin that needs a plain string (attribute names, `fromJSON`,
+    /// the string primops, the filesystem primops, `parseFlakeRef`) words the
+    /// refusal the same way: Nix 2.8's, naming the first context element in
+    /// its encoded form and Nix's (string) order.
+    #[test]
+    fn no_context_error_is_shared() {
+        let s = format!(
+            "(builtins.appendContext \"x\" {{ \"{D}\" = {{ outputs = [ \"out\" ]; allOutputs = true; }}; \"{P}\" = {{ path = true; }}; }})"
+        );
+        let want =
+            format!("the string 'x' is not allowed to refer to a store path (such as '!out!{D}')");
+        let sites = [
+            format!("builtins.hasAttr {s} {{ }}"),
+            format!("builtins.fromJSON {s}"),
+            format!("builtins.match {s} \"x\""),
+            format!("builtins.hashFile {s} ./."),
+            format!("builtins.parseFlakeRef {s}"),
+        ];
+        for e in &sites {
+            let got = err(e);
+            let first = got.lines().next().unwrap_or_default();
+            assert_eq!(first, format!("error: {want}"), "{e}:\n{got}");
+        }
+        // A single element of each kind, rendered encoded.
+        for (ctx, shown) in [
+            ("path = true;", P.to_string()),
+            ("allOutputs = true;", format!("={D}")),
+        ] {
+            let path = if shown.ends_with(".drv") { D } else { P };
+            let e = format!(
+                "builtins.getAttr (builtins.appendContext \"x\" {{ \"{path}\" = {{ {ctx} }}; }}) {{ }}"
+            );
+            assert!(
+                err(&e).contains(&format!("(such as '{shown}')")),
+                "{e}:\n{}",
+                err(&e)
+            );
+        }
     }
 }

@@ -103,6 +103,15 @@ fn trace_verbose(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 
 fn warn(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let msg = ev.expect_string(&a[0])?;
+    if ev.settings.abort_on_warn {
+        return Err(EvalError::new(
+            ErrorKind::Eval,
+            format!(
+                "{} (an evaluation warning, fatal because of abort-on-warn)",
+                msg.as_str()
+            ),
+        ));
+    }
     (ev.on_trace)(&format!("evaluation warning: {}", msg.as_str()));
     ev.force(&a[1])
 }
@@ -158,7 +167,9 @@ fn to_string(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 
 /// The path an `import`-like builtin should read.
 fn import_path(ev: &mut Evaluator, v: &Value) -> EResult<PathBuf> {
-    ev.coerce_to_path(v)
+    let (p, ctx) = super::fs::coerce_to_path_ctx(ev, v)?;
+    super::fs::check_import_from_derivation(ev, &ctx)?;
+    Ok(p)
 }
 
 fn import(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {

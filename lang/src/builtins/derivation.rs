@@ -84,7 +84,11 @@ fn derivation_strict(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
         "while evaluating the `name` attribute passed to builtins.derivationStrict".into()
     })?;
     let name = name.as_str().to_string();
-    build(ev, &attrs, &name).frame(None, || format!("while evaluating derivation '{name}'"))
+    // Errors about the whole derivation (a missing `system`, a bad name or output
+    // hash) point at its `name`, as Nix's do.
+    build(ev, &attrs, &name)
+        .at_pos_opt(attrs.get_pos("name"))
+        .frame(None, || format!("while evaluating derivation '{name}'"))
 }
 
 fn build(ev: &mut Evaluator, attrs: &Attrs, name: &str) -> EResult<Value> {
@@ -113,101 +117,116 @@ fn build(ev: &mut Evaluator, attrs: &Attrs, name: &str) -> EResult<Value> {
     let mut output_hash_mode: Option<String> = None;
     let mut json_attrs: Vec<(Sym, Value)> = Vec::new();
 
-    for (k, v) in attrs.iter() {
-        let key = k.as_str();
-        if !is_env_attr(key) {
-            continue;
-        }
-        let forced = ev.force(v).frame(None, || {
-            format!("while evaluating attribute '{key}' of derivation '{name}'")
-        })?;
-        if ignore_nulls && matches!(forced, Value::Null) {
-            continue;
-        }
-        let coerce = |ev: &mut Evaluator, v: &Value, ctx: &mut Context| -> EResult<String> {
-            let s = ev
-                .coerce_to_string(v, CoerceMode::ToStringCopy)
-                .frame(None, || {
-                    format!("while evaluating attribute '{key}' of derivation '{name}'")
-                })?;
-            ctx.extend(s.context());
-            Ok(s.as_str().to_string())
-        };
-        match key {
-            // Flags Nix reads as Booleans (rocmx's outputs are content-addressed
-            // anyway; impure derivations are not supported): a type check only.
-            "__contentAddressed" | "__impure" => {
-                ev.expect_bool(&forced).frame(None, || {
-                    format!("while evaluating attribute '{key}' of derivation '{name}'")
-                })?;
-            }
-            "args" => {
-                let list = ev.expect_list(&forced)?;
-                for x in list.iter() {
-                    args.push(coerce(ev, x, &mut ctx)?);
-                }
-                if structured {
-                    json_attrs.push((k.clone(), forced.clone()));
-                }
+    // The attribute being read: an error that has no position yet is shown at its
+    // definition in the user's file, as Nix does (not at `derivationStrict`'s call
+    // in the `derivation` wrapper).
+    let mut current: Option<&str> = None;
+    let read = (|| -> EResult<()> {
+        for (k, v) in attrs.iter() {
+            let key = k.as_str();
+            current = Some(key);
+            if !is_env_attr(key) {
                 continue;
             }
-            "outputs" if structured => {
-                // A list of strings, each one output (Nix's `forceStringNoCtx`).
-                let list = ev.expect_list(&forced).frame(None, || {
-                    format!("while evaluating attribute '{key}' of derivation '{name}'")
-                })?;
-                let mut names = Vec::new();
-                for x in list.iter() {
-                    let o = ev.expect_string(x).frame(None, || {
-                        format!("while evaluating attribute '{key}' of derivation '{name}'")
-                    })?;
-                    names.push(o.as_str().to_string());
-                }
-                outputs = checked_outputs(name, names)
-                    .at_pos_opt(attrs.get_pos(key))
+            let forced = ev.force(v).frame(None, || {
+                format!("while evaluating the attribute '{key}' of the derivation '{name}'")
+            })?;
+            if ignore_nulls && matches!(forced, Value::Null) {
+                continue;
+            }
+            let coerce = |ev: &mut Evaluator, v: &Value, ctx: &mut Context| -> EResult<String> {
+                let s = ev
+                    .coerce_to_string(v, CoerceMode::ToStringCopy)
                     .frame(None, || {
-                        format!("while evaluating attribute '{key}' of derivation '{name}'")
+                        format!("while evaluating the attribute '{key}' of the derivation '{name}'")
                     })?;
-            }
-            _ => {}
-        }
-        let s = if structured {
-            json_attrs.push((k.clone(), forced.clone()));
-            if matches!(
-                key,
-                "builder" | "system" | "outputHash" | "outputHashAlgo" | "outputHashMode"
-            ) {
-                Some(coerce(ev, &forced, &mut ctx)?)
-            } else {
-                None
-            }
-        } else {
-            Some(coerce(ev, &forced, &mut ctx)?)
-        };
-        if let Some(s) = s {
-            if key == "outputs" {
-                // Without structured attributes the outputs are the words of the
-                // coerced value (Nix tokenises it on whitespace).
-                let words = s.split([' ', '\t', '\n', '\r']).filter(|w| !w.is_empty());
-                outputs = checked_outputs(name, words.map(str::to_string).collect())
-                    .at_pos_opt(attrs.get_pos(key))
-                    .frame(None, || {
-                        format!("while evaluating attribute '{key}' of derivation '{name}'")
-                    })?;
-            }
+                ctx.extend(s.context());
+                Ok(s.as_str().to_string())
+            };
             match key {
-                "builder" => builder = Some(s.clone()),
-                "system" => system = Some(s.clone()),
-                "outputHash" => output_hash = Some(s.clone()),
-                "outputHashAlgo" => output_hash_algo = Some(s.clone()),
-                "outputHashMode" => output_hash_mode = Some(s.clone()),
+                // Flags Nix reads as Booleans (rocmx's outputs are content-addressed
+                // anyway; impure derivations are not supported): a type check only.
+                "__contentAddressed" | "__impure" => {
+                    ev.expect_bool(&forced).frame(None, || {
+                        format!("while evaluating the attribute '{key}' of the derivation '{name}'")
+                    })?;
+                }
+                "args" => {
+                    let list = ev.expect_list(&forced)?;
+                    for x in list.iter() {
+                        args.push(coerce(ev, x, &mut ctx)?);
+                    }
+                    if structured {
+                        json_attrs.push((k.clone(), forced.clone()));
+                    }
+                    continue;
+                }
+                "outputs" if structured => {
+                    // A list of strings, each one output (Nix's `forceStringNoCtx`).
+                    let list = ev.expect_list(&forced).frame(None, || {
+                        format!("while evaluating the attribute '{key}' of the derivation '{name}'")
+                    })?;
+                    let mut names = Vec::new();
+                    for x in list.iter() {
+                        let o = ev.expect_string(x).frame(None, || {
+                            format!(
+                                "while evaluating the attribute '{key}' of the derivation '{name}'"
+                            )
+                        })?;
+                        names.push(o.as_str().to_string());
+                    }
+                    outputs = checked_outputs(name, names)
+                        .at_pos_opt(attrs.get_pos(key))
+                        .frame(None, || {
+                            format!(
+                                "while evaluating the attribute '{key}' of the derivation '{name}'"
+                            )
+                        })?;
+                }
                 _ => {}
             }
-            if !structured {
-                env.insert(key.to_string(), s);
+            let s = if structured {
+                json_attrs.push((k.clone(), forced.clone()));
+                if matches!(
+                    key,
+                    "builder" | "system" | "outputHash" | "outputHashAlgo" | "outputHashMode"
+                ) {
+                    Some(coerce(ev, &forced, &mut ctx)?)
+                } else {
+                    None
+                }
+            } else {
+                Some(coerce(ev, &forced, &mut ctx)?)
+            };
+            if let Some(s) = s {
+                if key == "outputs" {
+                    // Without structured attributes the outputs are the words of the
+                    // coerced value (Nix tokenises it on whitespace).
+                    let words = s.split([' ', '\t', '\n', '\r']).filter(|w| !w.is_empty());
+                    outputs = checked_outputs(name, words.map(str::to_string).collect())
+                        .at_pos_opt(attrs.get_pos(key))
+                        .frame(None, || {
+                            format!(
+                                "while evaluating the attribute '{key}' of the derivation '{name}'"
+                            )
+                        })?;
+                }
+                match key {
+                    "builder" => builder = Some(s.clone()),
+                    "system" => system = Some(s.clone()),
+                    "outputHash" => output_hash = Some(s.clone()),
+                    "outputHashAlgo" => output_hash_algo = Some(s.clone()),
+                    "outputHashMode" => output_hash_mode = Some(s.clone()),
+                    _ => {}
+                }
+                if !structured {
+                    env.insert(key.to_string(), s);
+                }
             }
         }
-    }
+        Ok(())
+    })();
+    read.at_pos_opt(current.and_then(|k| attrs.get_pos(k)))?;
     if structured {
         let set = Value::attrs(Attrs::from_sorted(json_attrs));
         // Paths are copied to the store and every string context met is an input,

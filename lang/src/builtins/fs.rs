@@ -80,7 +80,32 @@ pub(crate) fn coerce_to_path_ctx(ev: &mut Evaluator, v: &Value) -> EResult<(Path
 
 /// The argument of a primop that reads a path (`realisePath` in Nix).
 fn realise_arg(ev: &mut Evaluator, v: &Value) -> EResult<(PathBuf, Context)> {
-    coerce_to_path_ctx(ev, v).frame(None, || "while realising the context of a path".into())
+    let (p, ctx) =
+        coerce_to_path_ctx(ev, v).frame(None, || "while realising the context of a path".into())?;
+    check_import_from_derivation(ev, &ctx)?;
+    Ok((p, ctx))
+}
+
+/// Refuses a path whose context names a derivation's output when
+/// `allow-import-from-derivation` is off, with Nix's message.
+pub(crate) fn check_import_from_derivation(ev: &Evaluator, ctx: &Context) -> EResult<()> {
+    if ev.settings.allow_import_from_derivation {
+        return Ok(());
+    }
+    let built = ctx.iter().find_map(|c| match c {
+        ContextElem::Built { drv, output } => Some(format!("{drv}^{output}")),
+        ContextElem::DrvDeep(drv) => Some(drv.clone()),
+        ContextElem::Opaque(_) => None,
+    });
+    match built {
+        None => Ok(()),
+        Some(what) => Err(EvalError::new(
+            ErrorKind::Eval,
+            format!(
+                "cannot build '{what}' during evaluation because the option 'allow-import-from-derivation' is disabled"
+            ),
+        )),
+    }
 }
 
 /// Where the content of a logical path is readable right now.
@@ -238,9 +263,7 @@ fn bytes_to_string(b: Vec<u8>) -> String {
 /// A string without context (`forceStringNoCtx`).
 fn expect_plain_string(ev: &mut Evaluator, v: &Value) -> EResult<String> {
     let s = ev.expect_string(v)?;
-    if let Some(e) = s.context().iter().next() {
-        return Err(super::json::not_allowed_to_refer(s.as_str(), e));
-    }
+    super::context::reject_context(&s)?;
     Ok(s.as_str().to_string())
 }
 

@@ -13,6 +13,7 @@ mod to_xml;
 
 use std::fmt::Write as _;
 
+use super::context::reject_context;
 use super::op;
 use crate::eval::{CoerceMode, EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
 use crate::value::{Context, ContextElem, NixString, PrimOp, Value};
@@ -268,22 +269,8 @@ fn from_json(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let s = ev.expect_string(&a[0]).frame(None, || {
         "while evaluating the first argument passed to builtins.fromJSON".into()
     })?;
-    if let Some(e) = s.context().iter().next() {
-        return Err(not_allowed_to_refer(s.as_str(), e));
-    }
+    reject_context(&s)?;
     parser::parse_json(s.as_str())
-}
-
-/// Nix's error for a string with context where a plain string is required.
-pub(crate) fn not_allowed_to_refer(s: &str, e: &ContextElem) -> Box<EvalError> {
-    let p = match e {
-        ContextElem::Opaque(p) | ContextElem::DrvDeep(p) => p.clone(),
-        ContextElem::Built { drv, .. } => drv.clone(),
-    };
-    EvalError::new(
-        ErrorKind::Eval,
-        format!("the string '{s}' is not allowed to refer to a store path (such as '{p}')"),
-    )
 }
 
 /// The message for a string that contains NUL, which Nix strings cannot hold.

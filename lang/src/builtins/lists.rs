@@ -13,8 +13,8 @@ use std::path::PathBuf;
 use std::rc::Rc;
 
 use super::attrs::{expect_string_no_ctx, lazy_apply2};
-use super::math::{less_than, show_value};
 use super::{mk_attrs, op};
+use crate::eval::show_value;
 use crate::eval::{EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
 use crate::value::{Attrs, PrimOp, Sym, Value};
 
@@ -201,7 +201,7 @@ impl Sorter<'_> {
     fn less(&mut self, a: usize, b: usize) -> EResult<bool> {
         let (x, y) = (&self.items[a], &self.items[b]);
         if self.builtin_less_than {
-            return less_than(self.ev, x, y).frame(None, || {
+            return self.ev.less_than(x, y).frame(None, || {
                 "while evaluating the ordering function passed to builtins.sort".into()
             });
         }
@@ -495,7 +495,7 @@ impl KeyTracker {
             // A key of another type than the first: the comparison fails.
             _ => {
                 let (k0, e0) = self.first.clone().unwrap_or((Value::Null, Value::Null));
-                let r = less_than(ev, key, &k0);
+                let r = ev.less_than(key, &k0);
                 let err = match r {
                     Err(e) => e,
                     Ok(_) => {
@@ -531,13 +531,13 @@ fn insert_sorted(
     let mut step = || -> EResult<bool> {
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            if less_than(ev, &v[mid].0, key)? {
+            if ev.less_than(&v[mid].0, key)? {
                 lo = mid + 1;
             } else {
                 hi = mid;
             }
         }
-        Ok(lo < v.len() && !less_than(ev, key, &v[lo].0)?)
+        Ok(lo < v.len() && !ev.less_than(key, &v[lo].0)?)
     };
     match step() {
         Ok(true) => Ok(false),
@@ -549,7 +549,7 @@ fn insert_sorted(
             // Find an element the key cannot be compared with, for the trace.
             let other = v
                 .iter()
-                .find(|(k, _)| less_than(ev, key, k).is_err())
+                .find(|(k, _)| ev.less_than(key, k).is_err())
                 .map(|(_, e)| e.clone());
             Err(match other {
                 Some(o) => compare_traces(e, elem, &o),

@@ -1,10 +1,10 @@
 //! Primops: arithmetic, bitwise operations, ordering and rounding.
 //!
 //! Owns `add`, `sub`, `mul`, `div`, `bitAnd`, `bitOr`, `bitXor`, `lessThan`,
-//! `ceil` and `floor`, plus [`less_than`], Nix's `<` ordering (used by `sort`'s
-//! `lessThan` fast path and by `genericClosure`'s key comparison). Integer
-//! overflow and division by zero are errors with Nix's wording, never a wrap
-//! or a panic. It must not implement container algorithms.
+//! `ceil` and `floor`. The arithmetic and the ordering are the evaluator's
+//! (`Evaluator::arith`, `Evaluator::less_than` in `eval/ops.rs`), which its
+//! operators use too, so `a - b` and `builtins.sub a b` cannot disagree. It
+//! must not implement container algorithms.
 
 use super::op;
 use crate::eval::{EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
@@ -24,206 +24,24 @@ pub(crate) static BUILTINS: &[PrimOp] = &[
     op("floor", 1, floor),
 ];
 
-/// A value printed for an error message, bounded in length.
-pub(crate) fn show_value(v: &Value) -> String {
-    let s = print::print_value_shallow(v);
-    if s.len() > 200 {
-        let t: String = s.chars().take(200).collect();
-        format!("{t}…")
-    } else {
-        s
-    }
-}
-
-/// Nix's `showType` for a forced value ("an integer", "a string with context",
-/// "the built-in function 'map'", …).
-pub(crate) fn show_type(v: &Value) -> String {
-    match v {
-        Value::String(s) if s.has_context() => "a string with context".into(),
-        Value::PrimOp(app) if app.args.is_empty() => {
-            format!("the built-in function '{}'", app.op.name)
-        }
-        Value::PrimOp(app) => format!("the partially applied built-in function '{}'", app.op.name),
-        other => other.type_().described().into(),
-    }
-}
-
-/// `a < b` as Nix's `lessThan` defines it: numbers (ints and floats mixed),
-/// strings, paths, and lists lexicographically (elements compared with `<` only
-/// where they differ by `==`). Anything else is an error.
-pub(crate) fn less_than(ev: &mut Evaluator, a: &Value, b: &Value) -> EResult<bool> {
-    let a = ev.force(a)?;
-    let b = ev.force(b)?;
-    match (&a, &b) {
-        (Value::Int(x), Value::Int(y)) => Ok(x < y),
-        (Value::Float(x), Value::Float(y)) => Ok(x < y),
-        (Value::Int(x), Value::Float(y)) => Ok((*x as f64) < *y),
-        (Value::Float(x), Value::Int(y)) => Ok(*x < (*y as f64)),
-        (Value::String(x), Value::String(y)) => Ok(x.as_str().as_bytes() < y.as_str().as_bytes()),
-        (Value::Path(x), Value::Path(y)) => Ok(x.as_os_str() < y.as_os_str()),
-        (Value::List(x), Value::List(y)) => {
-            let mut i = 0;
-            loop {
-                if i == y.len() {
-                    return Ok(false);
-                }
-                if i == x.len() {
-                    return Ok(true);
-                }
-                let (p, q) = (&x[i], &y[i]);
-                let same = match (p, q) {
-                    (Value::Thunk(s), Value::Thunk(t)) if std::rc::Rc::ptr_eq(&s.0, &t.0) => true,
-                    _ => ev.equal(p, q)?,
-                };
-                if !same {
-                    return less_than(ev, p, q).frame(None, || "while comparing two list elements".into());
-                }
-                i += 1;
-            }
-        }
-        _ if std::mem::discriminant(&a) != std::mem::discriminant(&b) => Err(EvalError::new(
-            ErrorKind::Eval,
-            format!(
-                "cannot compare {} with {}; values are {} and {}",
-                show_type(&a),
-                show_type(&b),
-                show_value(&a),
-                show_value(&b)
-            ),
-        )),
-        _ => Err(EvalError::new(
-            ErrorKind::Eval,
-            format!(
-                "cannot compare {} with {}; values of that type are incomparable (values are {} and {})",
-                show_type(&a),
-                show_type(&b),
-                show_value(&a),
-                show_value(&b)
-            ),
-        )),
-    }
-}
-
 fn less_than_op(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
-    less_than(ev, &a[0], &a[1]).map(Value::Bool)
-}
-
-#[derive(Clone, Copy)]
-enum Arith {
-    Add,
-    Sub,
-    Mul,
-}
-
-impl Arith {
-    /// (noun for the "while evaluating the … argument of the X" frames, verb, symbol)
-    fn words(self) -> (&'static str, &'static str, &'static str) {
-        match self {
-            Arith::Add => ("addition", "adding", "+"),
-            Arith::Sub => ("subtraction", "subtracting", "-"),
-            Arith::Mul => ("multiplication", "multiplying", "*"),
-        }
-    }
-}
-
-/// The numeric builtins on two values, as Nix's `-`, `*` and `/` operators
-/// (which call `__sub`, `__mul`, `__div`) and `builtins.add` compute them:
-/// mixed int/float promotes to float, integer overflow and division by zero are
-/// errors with Nix's wording. Other operators are not numeric here.
-#[allow(dead_code)] // for the evaluator's operators (re-export from `builtins` to use it)
-pub(crate) fn numeric_op(ev: &mut Evaluator, op: BinaryOp, l: &Value, r: &Value) -> EResult<Value> {
-    match op {
-        BinaryOp::Add => arith(ev, l, r, Arith::Add),
-        BinaryOp::Sub => arith(ev, l, r, Arith::Sub),
-        BinaryOp::Mul => arith(ev, l, r, Arith::Mul),
-        BinaryOp::Div => divide(ev, l, r),
-        _ => Err(EvalError::new(ErrorKind::Eval, "not a numeric operator")),
-    }
-}
-
-fn arith(ev: &mut Evaluator, l: &Value, r: &Value, kind: Arith) -> EResult<Value> {
-    let l = ev.force(l)?;
-    let r = ev.force(r)?;
-    let (noun, verb, sym) = kind.words();
-    if matches!(l, Value::Float(_)) || matches!(r, Value::Float(_)) {
-        // Nix's own wording for the first operand of a float multiplication.
-        let first = if matches!(kind, Arith::Mul) {
-            "while evaluating the first of the multiplication".to_string()
-        } else {
-            format!("while evaluating the first argument of the {noun}")
-        };
-        let x = ev.expect_number(&l).frame(None, || first)?;
-        let y = ev.expect_number(&r).frame(None, || {
-            format!("while evaluating the second argument of the {noun}")
-        })?;
-        return Ok(Value::Float(match kind {
-            Arith::Add => x + y,
-            Arith::Sub => x - y,
-            Arith::Mul => x * y,
-        }));
-    }
-    let x = ev.expect_int(&l).frame(None, || {
-        format!("while evaluating the first argument of the {noun}")
-    })?;
-    let y = ev.expect_int(&r).frame(None, || {
-        format!("while evaluating the second argument of the {noun}")
-    })?;
-    let res = match kind {
-        Arith::Add => x.checked_add(y),
-        Arith::Sub => x.checked_sub(y),
-        Arith::Mul => x.checked_mul(y),
-    };
-    res.map(Value::Int).ok_or_else(|| {
-        EvalError::new(
-            ErrorKind::Eval,
-            format!("integer overflow in {verb} {x} {sym} {y}"),
-        )
-    })
+    ev.less_than(&a[0], &a[1]).map(Value::Bool)
 }
 
 fn add(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
-    arith(ev, &a[0], &a[1], Arith::Add)
+    ev.arith(BinaryOp::Add, &a[0], &a[1])
 }
 
 fn sub(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
-    arith(ev, &a[0], &a[1], Arith::Sub)
+    ev.arith(BinaryOp::Sub, &a[0], &a[1])
 }
 
 fn mul(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
-    arith(ev, &a[0], &a[1], Arith::Mul)
+    ev.arith(BinaryOp::Mul, &a[0], &a[1])
 }
 
 fn div(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
-    divide(ev, &a[0], &a[1])
-}
-
-fn divide(ev: &mut Evaluator, l: &Value, r: &Value) -> EResult<Value> {
-    let l = ev.force(l)?;
-    let r = ev.force(r)?;
-    let divisor = ev.expect_number(&r).frame(None, || {
-        "while evaluating the second operand of the division".into()
-    })?;
-    if divisor == 0.0 {
-        return Err(EvalError::new(ErrorKind::Eval, "division by zero"));
-    }
-    if matches!(l, Value::Float(_)) || matches!(r, Value::Float(_)) {
-        let x = ev.expect_number(&l).frame(None, || {
-            "while evaluating the first operand of the division".into()
-        })?;
-        return Ok(Value::Float(x / divisor));
-    }
-    let x = ev.expect_int(&l).frame(None, || {
-        "while evaluating the first operand of the division".into()
-    })?;
-    let y = ev.expect_int(&r).frame(None, || {
-        "while evaluating the second operand of the division".into()
-    })?;
-    x.checked_div(y).map(Value::Int).ok_or_else(|| {
-        EvalError::new(
-            ErrorKind::Eval,
-            format!("integer overflow in dividing {x} / {y}"),
-        )
-    })
+    ev.arith(BinaryOp::Div, &a[0], &a[1])
 }
 
 fn bit_op(ev: &mut Evaluator, a: &[Value], name: &str, f: fn(i64, i64) -> i64) -> EResult<Value> {
@@ -307,8 +125,6 @@ fn floor(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 mod tests {
     use crate::eval::testing::{fails, ok};
 
-    /// Asserts evaluation fails and the message contains `msg`.
-
     #[test]
     fn arithmetic() {
         assert_eq!(ok("[ (builtins.add 2 3) (builtins.add 2.0 2) (builtins.sub 10 7) (builtins.mul 3 4) (builtins.mul 1.5 2) ]"), "[ 5 4 3 12 3 ]");
@@ -362,34 +178,6 @@ mod tests {
             "builtins.div 1 \"foo\"",
             "error: expected a float but found a string: \"foo\"",
         );
-    }
-
-    #[test]
-    fn numeric_op_helper() {
-        use crate::syntax::ast::BinaryOp;
-        use crate::value::Value;
-        let store = std::rc::Rc::new(crate::store::MemStore::new());
-        let mut ev = crate::eval::Evaluator::new(crate::eval::EvalSettings::default(), store);
-        let r = super::numeric_op(&mut ev, BinaryOp::Sub, &Value::Int(10), &Value::Int(7));
-        assert!(matches!(r, Ok(Value::Int(3))));
-        let r = super::numeric_op(&mut ev, BinaryOp::Div, &Value::Int(7), &Value::Float(2.0));
-        assert!(matches!(r, Ok(Value::Float(f)) if f == 3.5));
-        let e = super::numeric_op(
-            &mut ev,
-            BinaryOp::Mul,
-            &Value::Int(4294967297),
-            &Value::Int(4294967297),
-        )
-        .err()
-        .map(|e| e.msg);
-        assert_eq!(
-            e.as_deref(),
-            Some("integer overflow in multiplying 4294967297 * 4294967297")
-        );
-        let e = super::numeric_op(&mut ev, BinaryOp::Div, &Value::Int(1), &Value::Int(0))
-            .err()
-            .map(|e| e.msg);
-        assert_eq!(e.as_deref(), Some("division by zero"));
     }
 
     #[test]

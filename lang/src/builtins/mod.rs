@@ -16,6 +16,8 @@ mod math;
 mod strings;
 mod versions;
 
+pub(crate) use self::context::reject_context;
+
 use std::collections::HashMap;
 use std::rc::Rc;
 

@@ -13,6 +13,7 @@ mod ere;
 use std::path::Path;
 use std::rc::Rc;
 
+use super::context::reject_context;
 use super::op;
 use crate::eval::{CoerceMode, EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
 use crate::value::{NixString, PrimOp, Value};
@@ -39,16 +40,7 @@ pub(crate) fn force_string_no_ctx(
     what: impl FnOnce() -> String,
 ) -> EResult<NixString> {
     let s = ev.expect_string(v).frame(None, what)?;
-    if let Some(e) = s.context().iter().next() {
-        return Err(EvalError::new(
-            ErrorKind::Eval,
-            format!(
-                "the string '{}' is not allowed to refer to a store path (such as '{}')",
-                s.as_str(),
-                e.encode()
-            ),
-        ));
-    }
+    reject_context(&s)?;
     Ok(s)
 }
 

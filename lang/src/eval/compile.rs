@@ -617,11 +617,8 @@ impl<'a> Compiler<'a> {
                                 tree.statics[i].1 = Entry::Nested(t);
                             }
                         }
-                        let mergeable_new = match (&value.kind, rest.is_empty()) {
-                            (_, false) => true,
-                            (ExprKind::Attrs { rec: false, .. }, true) => true,
-                            _ => false,
-                        };
+                        let mergeable_new = !rest.is_empty()
+                            || matches!(value.kind, ExprKind::Attrs { rec: false, .. });
                         match &mut tree.statics[i].1 {
                             Entry::Nested(sub) if mergeable_new => {
                                 if rest.is_empty() {
@@ -645,7 +642,7 @@ impl<'a> Compiler<'a> {
         }
     }
 
-    fn merge_trees(&mut self, into: &mut Tree, from: Tree, done: &mut Vec<String>) -> EResult<()> {
+    fn merge_trees(&mut self, into: &mut Tree, from: Tree, done: &mut [String]) -> EResult<()> {
         let offset = into.hidden.len();
         into.hidden.extend(from.hidden);
         for (name, entry, span) in from.statics {

@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 pub use error::{EResult, ErrorExt, ErrorKind, EvalError, Frame, SourceMap};
+pub(crate) use ops::show_value;
 pub use ops::CoerceMode;
 
 use crate::store::EvalStore;
@@ -50,6 +51,16 @@ pub struct EvalSettings {
     /// `--extra-experimental-features` given on the command line (e.g.
     /// `parse-toml-timestamps`).
     pub experimental_features: Vec<String>,
+    /// Nix's `abort-on-warn`: `builtins.warn` (and so `lib.warn`) and the lints'
+    /// warnings are errors.
+    pub abort_on_warn: bool,
+    /// Nix's `restrict-eval`: only files below the search path's directories and
+    /// the store may be read, imported or copied.
+    pub restrict_eval: bool,
+    /// Nix's `allow-import-from-derivation`: reading or importing a path that
+    /// refers to a derivation's output. rocmx never builds during evaluation, so
+    /// with it such a path must already be built; without it, it is refused.
+    pub allow_import_from_derivation: bool,
 }
 
 impl Default for EvalSettings {
@@ -61,6 +72,9 @@ impl Default for EvalSettings {
             system: "x86_64-linux".into(),
             impure: true,
             experimental_features: Vec::new(),
+            abort_on_warn: false,
+            restrict_eval: false,
+            allow_import_from_derivation: true,
         }
     }
 }
@@ -168,6 +182,13 @@ impl Evaluator {
         let ir = c.compile(&ast)?;
         let warnings = std::mem::take(&mut c.warnings);
         for (pos, msg) in warnings {
+            if self.settings.abort_on_warn {
+                return Err(EvalError::at(
+                    ErrorKind::Eval,
+                    format!("{msg} (a warning, fatal because of abort-on-warn)"),
+                    pos,
+                ));
+            }
             let line = format!("warning: {msg}\n       at {}:", self.sources.describe(pos));
             (self.on_trace)(&line);
         }
@@ -184,13 +205,41 @@ impl Evaluator {
     /// Whether `p` may be seen: not below a tracked git work tree, or tracked
     /// in it.
     pub fn is_visible(&self, p: &Path) -> bool {
-        self.tracked
-            .iter()
-            .all(|t| t.check(p) != crate::flake::fetch::Tracked::No)
+        self.allowed(p)
+            && self
+                .tracked
+                .iter()
+                .all(|t| t.check(p) != crate::flake::fetch::Tracked::No)
     }
 
-    /// An error for a path a git flake does not track.
+    /// Whether `restrict-eval` lets the evaluation touch `p`: always without it;
+    /// with it, when `p` is below a search path entry's directory or the store.
+    fn allowed(&self, p: &Path) -> bool {
+        if !self.settings.restrict_eval {
+            return true;
+        }
+        let store = self.store.store_dir();
+        // A relative `-I` entry counts from the working directory, as the lookup does.
+        p.starts_with(store)
+            || self
+                .settings
+                .search_path
+                .iter()
+                .any(|(_, dir)| std::path::absolute(dir).is_ok_and(|d| p.starts_with(d)))
+    }
+
+    /// An error for a path a git flake does not track, or that `restrict-eval`
+    /// forbids.
     pub fn check_tracked(&self, p: &Path) -> EResult<()> {
+        if !self.allowed(p) {
+            return Err(EvalError::new(
+                ErrorKind::Io,
+                format!(
+                    "access to path '{}' is forbidden in restricted mode (restrict-eval); add its directory to the search path with -I DIR",
+                    p.display()
+                ),
+            ));
+        }
         match self
             .tracked
             .iter()
@@ -283,7 +332,7 @@ impl Evaluator {
     #[inline(always)]
     fn nested<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
         self.nest += 1;
-        let r = if self.nest % GROW_EVERY == 0 {
+        let r = if self.nest.is_multiple_of(GROW_EVERY) {
             self.nested_grow(f)
         } else {
             f(self)
@@ -789,7 +838,7 @@ impl Evaluator {
         }
         // `nested`, written out so `eval` is inlined here on the common path.
         self.nest += 1;
-        let r = if self.nest % GROW_EVERY == 0 {
+        let r = if self.nest.is_multiple_of(GROW_EVERY) {
             self.nested_grow(|ev| ev.eval(&def.body, scope))
         } else {
             self.eval(&def.body, scope)

@@ -2,9 +2,12 @@
 //!
 //! Owns the semantics of `+ - * / ++ // == != < <= > >= && || ->`, string
 //! interpolation, the coercions that `toString` and `"${…}"` perform, and the typed
-//! `force_*` accessors that builtins use. It must not parse or compile.
+//! `force_*` accessors that builtins use. The numeric arithmetic
+//! ([`Evaluator::arith`]) and the ordering ([`Evaluator::less_than`]) are the
+//! only ones: `builtins.add`/`sub`/`mul`/`div`/`lessThan`, `sort` and
+//! `genericClosure` call them, as Nix's operators are those builtins. It must
+//! not parse or compile.
 
-use std::cmp::Ordering;
 use std::path::PathBuf;
 use std::rc::Rc;
 
@@ -13,7 +16,7 @@ use super::error::{EResult, ErrorExt, ErrorKind, EvalError};
 use super::ir::{Env, Ir, Pos};
 use super::Evaluator;
 use crate::syntax::ast::BinaryOp;
-use crate::value::{Attrs, Context, ContextElem, NixString, Value};
+use crate::value::{print, Attrs, Context, ContextElem, NixString, Value};
 
 /// How far a coercion to string may go.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,61 +128,102 @@ impl Evaluator {
             }
             Eq => Ok(Value::Bool(self.equal(l, r)?)),
             NotEq => Ok(Value::Bool(!self.equal(l, r)?)),
-            Lt => Ok(Value::Bool(self.compare(l, r)? == Ordering::Less)),
-            Le => Ok(Value::Bool(self.compare(l, r)? != Ordering::Greater)),
-            Gt => Ok(Value::Bool(self.compare(l, r)? == Ordering::Greater)),
-            Ge => Ok(Value::Bool(self.compare(l, r)? != Ordering::Less)),
+            // Nix's desugaring: `a > b` is `b < a`, `a <= b` is `!(b < a)`.
+            Lt => Ok(Value::Bool(self.less_than(l, r)?)),
+            Le => Ok(Value::Bool(!self.less_than(r, l)?)),
+            Gt => Ok(Value::Bool(self.less_than(r, l)?)),
+            Ge => Ok(Value::Bool(!self.less_than(l, r)?)),
             And | Or | Impl | PipeLeft | PipeRight => {
                 unreachable!("lazy operators are handled in eval_binary")
             }
         }
     }
 
-    /// `- * /` (and `+` on numbers), with overflow and division by zero as errors.
+    /// `+ - * /` on numbers: Nix's `__add`, `__sub`, `__mul` and `__div`, which
+    /// are also its operators `-`, `*`, `/` and unary minus (and `+` on two
+    /// numbers). Operands are forced; mixed int/float promotes to float; integer
+    /// overflow and division by zero are errors with Nix's wording, never a wrap
+    /// or a panic. Other operators are refused.
     pub fn arith(&mut self, op: BinaryOp, l: &Value, r: &Value) -> EResult<Value> {
-        let name = match op {
-            BinaryOp::Add => "adding",
-            BinaryOp::Sub => "subtracting",
-            BinaryOp::Mul => "multiplying",
-            _ => "dividing",
+        let l = self.force(l)?;
+        let r = self.force(r)?;
+        let (noun, verb, sym) = match op {
+            BinaryOp::Add => ("addition", "adding", "+"),
+            BinaryOp::Sub => ("subtraction", "subtracting", "-"),
+            BinaryOp::Mul => ("multiplication", "multiplying", "*"),
+            BinaryOp::Div => return self.divide(&l, &r),
+            _ => return Err(EvalError::new(ErrorKind::Eval, "not a numeric operator")),
         };
+        if matches!(l, Value::Float(_)) || matches!(r, Value::Float(_)) {
+            // Nix's own wording for the first operand of a float multiplication.
+            let first = if op == BinaryOp::Mul {
+                "while evaluating the first of the multiplication".to_string()
+            } else {
+                format!("while evaluating the first argument of the {noun}")
+            };
+            let x = self.expect_number(&l).frame(None, || first)?;
+            let y = self.expect_number(&r).frame(None, || {
+                format!("while evaluating the second argument of the {noun}")
+            })?;
+            return Ok(Value::Float(match op {
+                BinaryOp::Add => x + y,
+                BinaryOp::Sub => x - y,
+                _ => x * y,
+            }));
+        }
+        let x = self.expect_int(&l).frame(None, || {
+            format!("while evaluating the first argument of the {noun}")
+        })?;
+        let y = self.expect_int(&r).frame(None, || {
+            format!("while evaluating the second argument of the {noun}")
+        })?;
+        let res = match op {
+            BinaryOp::Add => x.checked_add(y),
+            BinaryOp::Sub => x.checked_sub(y),
+            _ => x.checked_mul(y),
+        };
+        res.map(Value::Int).ok_or_else(|| {
+            EvalError::new(
+                ErrorKind::Eval,
+                format!("integer overflow in {verb} {x} {sym} {y}"),
+            )
+        })
+    }
+
+    /// `__div` on forced operands: the divisor is checked for zero first.
+    fn divide(&mut self, l: &Value, r: &Value) -> EResult<Value> {
+        let divisor = self.expect_number(r).frame(None, || {
+            "while evaluating the second operand of the division".into()
+        })?;
+        if divisor == 0.0 {
+            return Err(EvalError::new(ErrorKind::Eval, "division by zero"));
+        }
+        if matches!(l, Value::Float(_)) || matches!(r, Value::Float(_)) {
+            let x = self.expect_number(l).frame(None, || {
+                "while evaluating the first operand of the division".into()
+            })?;
+            return Ok(Value::Float(x / divisor));
+        }
+        let x = self.expect_int(l).frame(None, || {
+            "while evaluating the first operand of the division".into()
+        })?;
+        let y = self.expect_int(r).frame(None, || {
+            "while evaluating the second operand of the division".into()
+        })?;
+        x.checked_div(y).map(Value::Int).ok_or_else(|| {
+            EvalError::new(
+                ErrorKind::Eval,
+                format!("integer overflow in dividing {x} / {y}"),
+            )
+        })
+    }
+
+    fn add(&mut self, l: &Value, r: &Value) -> EResult<Value> {
         match (l, r) {
-            (Value::Int(a), Value::Int(b)) => {
-                let (a, b) = (*a, *b);
-                let res = match op {
-                    BinaryOp::Add => a.checked_add(b),
-                    BinaryOp::Sub => a.checked_sub(b),
-                    BinaryOp::Mul => a.checked_mul(b),
-                    _ => {
-                        if b == 0 {
-                            return Err(EvalError::new(ErrorKind::Eval, "division by zero"));
-                        }
-                        a.checked_div(b)
-                    }
-                };
-                res.map(Value::Int).ok_or_else(|| {
-                    EvalError::new(
-                        ErrorKind::Eval,
-                        format!("integer overflow in {name} {a} and {b}"),
-                    )
-                })
-            }
             (Value::Int(_) | Value::Float(_), Value::Int(_) | Value::Float(_)) => {
-                let a = as_f64(l);
-                let b = as_f64(r);
-                Ok(Value::Float(match op {
-                    BinaryOp::Add => a + b,
-                    BinaryOp::Sub => a - b,
-                    BinaryOp::Mul => a * b,
-                    _ => {
-                        if b == 0.0 {
-                            return Err(EvalError::new(ErrorKind::Eval, "division by zero"));
-                        }
-                        a / b
-                    }
-                }))
+                self.arith(BinaryOp::Add, l, r)
             }
-            (Value::Int(_) | Value::Float(_), _) if op == BinaryOp::Add => Err(EvalError::new(
+            (Value::Int(_) | Value::Float(_), _) => Err(EvalError::new(
                 ErrorKind::Type,
                 format!(
                     "cannot add {} to {}",
@@ -187,23 +231,6 @@ impl Evaluator {
                     l.type_().described()
                 ),
             )),
-            _ => {
-                let bad = if matches!(l, Value::Int(_) | Value::Float(_)) {
-                    r
-                } else {
-                    l
-                };
-                Err(EvalError::new(
-                    ErrorKind::Type,
-                    format!("expected an integer but found {}", self.describe_value(bad)),
-                ))
-            }
-        }
-    }
-
-    fn add(&mut self, l: &Value, r: &Value) -> EResult<Value> {
-        match (l, r) {
-            (Value::Int(_) | Value::Float(_), _) => self.arith(BinaryOp::Add, l, r),
             (Value::Path(p), _) => {
                 let s = self.coerce_to_string(r, CoerceMode::NoCopy)?;
                 if s.has_context() {
@@ -319,32 +346,62 @@ impl Evaluator {
         }
     }
 
-    /// Ordering as `<` defines it: numbers, strings, paths, and lists lexicographically.
-    pub fn compare(&mut self, l: &Value, r: &Value) -> EResult<Ordering> {
-        let l = self.force(l)?;
-        let r = self.force(r)?;
-        match (&l, &r) {
-            (Value::Int(a), Value::Int(b)) => Ok(a.cmp(b)),
-            (Value::Int(_) | Value::Float(_), Value::Int(_) | Value::Float(_)) => Ok(as_f64(&l)
-                .partial_cmp(&as_f64(&r))
-                .unwrap_or(Ordering::Equal)),
-            (Value::String(a), Value::String(b)) => Ok(a.as_str().cmp(b.as_str())),
-            (Value::Path(a), Value::Path(b)) => Ok(a.as_os_str().cmp(b.as_os_str())),
-            (Value::List(a), Value::List(b)) => {
-                for (x, y) in a.iter().zip(b.iter()) {
-                    match self.compare(x, y)? {
-                        Ordering::Equal => {}
-                        o => return Ok(o),
-                    }
-                }
-                Ok(a.len().cmp(&b.len()))
+    /// `a < b` as Nix's `__lessThan` (the operators `<`, `<=`, `>`, `>=`)
+    /// defines it: numbers (ints and floats mixed), strings, paths, and lists
+    /// lexicographically (elements compared with `<` only where they differ by
+    /// `==`). Anything else is an error.
+    pub fn less_than(&mut self, a: &Value, b: &Value) -> EResult<bool> {
+        let a = self.force(a)?;
+        let b = self.force(b)?;
+        match (&a, &b) {
+            (Value::Int(x), Value::Int(y)) => Ok(x < y),
+            (Value::Float(x), Value::Float(y)) => Ok(x < y),
+            (Value::Int(x), Value::Float(y)) => Ok((*x as f64) < *y),
+            (Value::Float(x), Value::Int(y)) => Ok(*x < (*y as f64)),
+            (Value::String(x), Value::String(y)) => {
+                Ok(x.as_str().as_bytes() < y.as_str().as_bytes())
             }
-            _ => Err(EvalError::new(
-                ErrorKind::Type,
+            (Value::Path(x), Value::Path(y)) => Ok(x.as_os_str() < y.as_os_str()),
+            (Value::List(x), Value::List(y)) => {
+                let mut i = 0;
+                loop {
+                    if i == y.len() {
+                        return Ok(false);
+                    }
+                    if i == x.len() {
+                        return Ok(true);
+                    }
+                    let (p, q) = (&x[i], &y[i]);
+                    let same = match (p, q) {
+                        (Value::Thunk(s), Value::Thunk(t)) if Rc::ptr_eq(&s.0, &t.0) => true,
+                        _ => self.equal(p, q)?,
+                    };
+                    if !same {
+                        return self
+                            .less_than(p, q)
+                            .frame(None, || "while comparing two list elements".into());
+                    }
+                    i += 1;
+                }
+            }
+            _ if std::mem::discriminant(&a) != std::mem::discriminant(&b) => Err(EvalError::new(
+                ErrorKind::Eval,
                 format!(
-                    "cannot compare {} with {}",
-                    self.describe_value(&l),
-                    self.describe_value(&r)
+                    "cannot compare {} with {}; values are {} and {}",
+                    show_type(&a),
+                    show_type(&b),
+                    show_value(&a),
+                    show_value(&b)
+                ),
+            )),
+            _ => Err(EvalError::new(
+                ErrorKind::Eval,
+                format!(
+                    "cannot compare {} with {}; values of that type are incomparable (values are {} and {})",
+                    show_type(&a),
+                    show_type(&b),
+                    show_value(&a),
+                    show_value(&b)
                 ),
             )),
         }
@@ -633,6 +690,30 @@ impl Evaluator {
     }
 }
 
+/// A value printed for an error message, bounded in length.
+pub(crate) fn show_value(v: &Value) -> String {
+    let s = print::print_value_shallow(v);
+    if s.len() > 200 {
+        let t: String = s.chars().take(200).collect();
+        format!("{t}…")
+    } else {
+        s
+    }
+}
+
+/// Nix's `showType` for a forced value ("an integer", "a string with context",
+/// "the built-in function 'map'", …).
+fn show_type(v: &Value) -> String {
+    match v {
+        Value::String(s) if s.has_context() => "a string with context".into(),
+        Value::PrimOp(app) if app.args.is_empty() => {
+            format!("the built-in function '{}'", app.op.name)
+        }
+        Value::PrimOp(app) => format!("the partially applied built-in function '{}'", app.op.name),
+        other => other.type_().described().into(),
+    }
+}
+
 fn as_f64(v: &Value) -> f64 {
     match v {
         Value::Int(i) => *i as f64,
@@ -672,16 +753,87 @@ mod tests {
 
     #[test]
     fn integer_arithmetic_overflow_and_division() {
+        // Nix's wording (its operators are the `__add`… builtins).
         fails(
             "9223372036854775807 + 1",
-            "integer overflow in adding 9223372036854775807 and 1",
+            "integer overflow in adding 9223372036854775807 + 1",
         );
         fails(
             "(-9223372036854775807 - 1) / (0 - 1)",
-            "integer overflow in dividing -9223372036854775808 and -1",
+            "integer overflow in dividing -9223372036854775808 / -1",
         );
         fails("let x = 7; in x / 0", "division by zero");
         assert_eq!(ok("let a = -7; b = 2; in a / b"), "-3");
         assert_eq!(ok("let a = 6; in a * 7 - 2"), "40");
+    }
+
+    /// The operators and the builtins are one implementation: same results,
+    /// same errors.
+    #[test]
+    fn operators_are_the_builtins() {
+        for (op, builtin) in [
+            ("a + b", "builtins.add a b"),
+            ("a - b", "builtins.sub a b"),
+            ("a * b", "builtins.mul a b"),
+            ("a / b", "builtins.div a b"),
+            ("a < b", "builtins.lessThan a b"),
+        ] {
+            for (a, b) in [
+                ("7", "2"),
+                ("7.0", "2"),
+                ("(-7)", "2.5"),
+                ("9223372036854775807", "2"),
+                ("(-9223372036854775807 - 1)", "(-1)"),
+                ("1", "0"),
+                ("\"a\"", "1"),
+                ("1.0", "\"a\""),
+                ("[ { } 1 ]", "[ { } 2 ]"),
+            ] {
+                let with = |e: &str| format!("let a = {a}; b = {b}; in {e}");
+                let first = |e: &str| match crate::eval::test_eval(&with(e)) {
+                    Ok(v) => v,
+                    Err(m) => m.lines().next().unwrap_or_default().to_string(),
+                };
+                let number = |s: &str| !s.starts_with(['"', '[']);
+                if op == "a + b" && !(number(a) && number(b)) {
+                    continue; // `+` also concatenates and has its own type errors.
+                }
+                assert_eq!(first(op), first(builtin), "{}", with(op));
+            }
+        }
+    }
+
+    #[test]
+    fn arith_helper() {
+        use crate::syntax::ast::BinaryOp;
+        use crate::value::Value;
+        let store = std::rc::Rc::new(crate::store::MemStore::new());
+        let mut ev = crate::eval::Evaluator::new(crate::eval::EvalSettings::default(), store);
+        let r = ev.arith(BinaryOp::Sub, &Value::Int(10), &Value::Int(7));
+        assert!(matches!(r, Ok(Value::Int(3))));
+        let r = ev.arith(BinaryOp::Div, &Value::Int(7), &Value::Float(2.0));
+        assert!(matches!(r, Ok(Value::Float(f)) if f == 3.5));
+        let e = ev
+            .arith(
+                BinaryOp::Mul,
+                &Value::Int(4294967297),
+                &Value::Int(4294967297),
+            )
+            .err()
+            .map(|e| e.msg);
+        assert_eq!(
+            e.as_deref(),
+            Some("integer overflow in multiplying 4294967297 * 4294967297")
+        );
+        let e = ev
+            .arith(BinaryOp::Div, &Value::Int(1), &Value::Int(0))
+            .err()
+            .map(|e| e.msg);
+        assert_eq!(e.as_deref(), Some("division by zero"));
+        let e = ev
+            .arith(BinaryOp::Concat, &Value::Int(1), &Value::Int(0))
+            .err()
+            .map(|e| e.msg);
+        assert_eq!(e.as_deref(), Some("not a numeric operator"));
     }
 }

@@ -17,7 +17,7 @@ pub(crate) use self::scheme::{Attr, Attrs};
 use self::url::{
     bad_url, decode_query, other, parse_url, percent_decode, FErr, FResult, ParsedUrl,
 };
-use crate::builtins::{mk_attrs, op};
+use crate::builtins::{mk_attrs, op, reject_context};
 use crate::eval::{EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
 use crate::value::{PrimOp, Value};
 
@@ -228,16 +228,7 @@ fn parse_flake_ref_op(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let s = ev.expect_string(&a[0]).frame(None, || {
         "while evaluating the argument passed to builtins.parseFlakeRef".into()
     })?;
-    if let Some(c) = s.context().iter().next() {
-        return Err(EvalError::new(
-            ErrorKind::Eval,
-            format!(
-                "the string '{}' is not allowed to refer to a store path (such as '{}')",
-                s.as_str(),
-                c.encode()
-            ),
-        ));
-    }
+    reject_context(&s)?;
     let flake_ref = parse(s.as_str()).map_err(to_eval_error)?;
     let attrs = flake_ref.to_attrs();
     Ok(mk_attrs(

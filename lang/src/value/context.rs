@@ -47,7 +47,11 @@ impl ContextElem {
 }
 
 /// A set of context elements; empty for most strings.
+///
+/// Boxed so that a string without context (almost all of them) carries one null
+/// pointer instead of a whole `BTreeSet` header.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[allow(clippy::box_collection)]
 pub struct Context(Option<Box<BTreeSet<ContextElem>>>);
 
 impl Context {

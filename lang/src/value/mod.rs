@@ -232,6 +232,9 @@ pub struct PrimOpApp {
 #[derive(Clone)]
 pub struct Thunk(pub Rc<RefCell<ThunkState>>);
 
+/// Native code a thunk runs when forced (a builtin's lazy result).
+pub type NativeThunk = Rc<dyn Fn(&mut Evaluator) -> EResult<Value>>;
+
 /// What a thunk holds. Only the evaluator moves a thunk between states.
 pub enum ThunkState {
     /// Evaluate `Ir` in `Env`.
@@ -239,7 +242,7 @@ pub enum ThunkState {
     /// Apply a function value to an argument.
     Apply(Value, Value),
     /// Run native code (from a builtin).
-    Native(Rc<dyn Fn(&mut Evaluator) -> EResult<Value>>),
+    Native(NativeThunk),
     /// Being evaluated right now; forcing it again is infinite recursion.
     Blackhole,
     /// Already evaluated, never a thunk.

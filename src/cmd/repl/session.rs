@@ -98,19 +98,12 @@ fn err(msg: impl Into<String>) -> Box<EvalError> {
 }
 
 impl Session {
-    pub(crate) fn new(args: &ReplArgs, store_opt: &crate::cmd::StoreOpt) -> Session {
-        let mut search_path: Vec<(String, String)> =
-            args.include.iter().map(|s| search_entry(s)).collect();
-        for var in ["ROCMX_PATH", "NIX_PATH"] {
-            if let Ok(v) = std::env::var(var) {
-                search_path.extend(v.split(':').filter(|s| !s.is_empty()).map(search_entry));
-            }
-        }
-        let settings = EvalSettings {
-            search_path,
-            max_call_depth: args.max_call_depth,
-            ..EvalSettings::default()
-        };
+    /// A session evaluating with `settings` (from [`ReplArgs::eval`]).
+    pub(crate) fn new(
+        args: &ReplArgs,
+        settings: EvalSettings,
+        store_opt: &crate::cmd::StoreOpt,
+    ) -> Session {
         let (mut ev, stores) = match crate::cmd::path_info::open_store(store_opt) {
             Ok(store) => {
                 let store = Rc::new(store);
@@ -132,10 +125,10 @@ impl Session {
                 )
             }
         };
-        let auto = match auto_args(&mut ev, &args.arg, &args.argstr, &cwd()) {
+        let auto = match auto_args(&mut ev, &args.eval.arg, &args.eval.argstr, &cwd()) {
             Ok(a) => a,
             Err(e) => {
-                eprint!("{}", ev.sources.render(&e, args.show_trace));
+                eprint!("{}", ev.sources.render(&e, args.eval.show_trace));
                 Rc::new(Attrs::new())
             }
         };
@@ -145,7 +138,7 @@ impl Session {
             scope: BTreeMap::new(),
             auto,
             flake: args.flake.clone(),
-            show_trace: args.show_trace,
+            show_trace: args.eval.show_trace,
             plain_globals: None,
         }
     }
@@ -458,14 +451,6 @@ fn help() -> String {
     }
     s.push_str("\nTab completes variables, builtins and attribute paths (foo.ba<Tab>).");
     s
-}
-
-/// Parses `-I` / `NIX_PATH` entries: `NAME=PATH` or `PATH` (as `rocmx eval`).
-fn search_entry(s: &str) -> (String, String) {
-    match s.split_once('=') {
-        Some((prefix, path)) if !prefix.contains('/') => (prefix.to_string(), path.to_string()),
-        _ => (String::new(), s.to_string()),
-    }
 }
 
 /// Only white space and comments.

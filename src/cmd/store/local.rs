@@ -44,11 +44,6 @@ pub struct GcArgs {
     /// Stop once this many bytes are freed (a number, optionally with K, M, G or T).
     #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
     pub max_freed: Option<u64>,
-    /// Set a setting of rocmx.conf for this command: `--option keep-derivations false`
-    /// lets the `.drv` files of live paths go, `--option keep-outputs true` keeps the
-    /// outputs of live `.drv` files; may be repeated.
-    #[arg(long = "option", num_args = 2, value_names = ["NAME", "VALUE"], action = clap::ArgAction::Append)]
-    pub option: Vec<String>,
 }
 
 #[derive(Args, Debug)]
@@ -156,8 +151,7 @@ pub fn gc(a: GcArgs, s: &StoreOpt) -> i32 {
 }
 
 fn gc_inner(a: &GcArgs, s: &StoreOpt) -> Result<(), Fail> {
-    let mut cfg = crate::config::read().map_err(Fail::Msg)?;
-    cfg.add_options(&a.option).map_err(Fail::Msg)?;
+    let cfg = crate::config::read().map_err(Fail::Msg)?;
     let keep_derivations = cfg.flag("keep-derivations", true).map_err(Fail::Msg)?;
     let keep_outputs = cfg.flag("keep-outputs", false).map_err(Fail::Msg)?;
     let store = open_store(s)?;

@@ -52,10 +52,6 @@ pub struct PrefetchArgs {
     /// Print the store path as a second line of standard output.
     #[arg(long, conflicts_with = "json")]
     pub print_path: bool,
-    /// Set a setting of rocmx.conf for this command (`--option mirror.debian URL`,
-    /// `--option download-size-limit 10G`, …); may be repeated.
-    #[arg(long = "option", num_args = 2, value_names = ["NAME", "VALUE"], action = clap::ArgAction::Append)]
-    pub option: Vec<String>,
 }
 
 pub fn prefetch(a: PrefetchArgs, s: &StoreOpt) -> i32 {
@@ -77,8 +73,7 @@ fn prefetch_inner(a: &PrefetchArgs, s: &StoreOpt) -> Result<(), Fail> {
             "cannot name the store path after '{url}': {e}; choose a name with --name"
         ))
     })?;
-    let mut cfg = crate::config::read().map_err(Fail::Msg)?;
-    cfg.add_options(&a.option).map_err(Fail::Msg)?;
+    let cfg = crate::config::read().map_err(Fail::Msg)?;
     let mut opts = rocmx_builder::BuildOptions::default();
     cfg.apply(&mut opts).map_err(Fail::Msg)?;
     let store = open_store(s)?;

@@ -1,191 +1,93 @@
-//! The hashes that appear in flake references (`rev`, `narHash`): parsing in
-//! any of Nix's encodings (base16, nix32, base64, SRI, with or without an
-//! `algo:` prefix) and rendering as base16 or SRI, with Nix's error messages.
+//! The hashes that appear in flake references (`rev`, `narHash`): which forms
+//! Nix accepts where (`algo:` or SRI `algo-` prefixes, bare digests of a known
+//! algorithm) and its error messages. Decoding (base16, nix32, base64, SRI) is
+//! `rocmx_store::Hash`'s; rendering too (`to_hex` for Git revisions, `to_sri`
+//! for `narHash`).
+
+use rocmx_store::{Encoding, Hash, HashAlgo, HashError};
 
 use super::url::{FErr, FResult};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Algo {
-    Blake3,
-    Md5,
-    Sha1,
-    Sha256,
-    Sha512,
-}
-
-impl Algo {
-    fn size(self) -> usize {
-        match self {
-            Algo::Md5 => 16,
-            Algo::Sha1 => 20,
-            Algo::Sha256 | Algo::Blake3 => 32,
-            Algo::Sha512 => 64,
-        }
-    }
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Algo::Blake3 => "blake3",
-            Algo::Md5 => "md5",
-            Algo::Sha1 => "sha1",
-            Algo::Sha256 => "sha256",
-            Algo::Sha512 => "sha512",
-        }
-    }
-}
-
-fn parse_algo(s: &str) -> FResult<Algo> {
-    Ok(match s {
-        "blake3" => Algo::Blake3,
-        "md5" => Algo::Md5,
-        "sha1" => Algo::Sha1,
-        "sha256" => Algo::Sha256,
-        "sha512" => Algo::Sha512,
-        _ => {
-            return Err(FErr::Other(format!(
+fn parse_algo(s: &str) -> FResult<HashAlgo> {
+    s.parse().map_err(|_| {
+        FErr::Other(format!(
             "unknown hash algorithm '{s}', expect 'blake3', 'md5', 'sha1', 'sha256', or 'sha512'"
-        )))
+        ))
+    })
+}
+
+/// The number of bytes Nix's lenient base64 decoder yields for `s` (it stops at
+/// `=`, skips newlines, and yields nothing for a string with a character
+/// outside the alphabet), which its "length N != expected length M" names.
+fn nix_base64_len(s: &str) -> usize {
+    let mut chars = 0;
+    for c in s.bytes().take_while(|&c| c != b'=') {
+        match c {
+            b'\n' => {}
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'+' | b'/' => chars += 1,
+            _ => return 0,
+        }
+    }
+    chars * 6 / 8
+}
+
+/// Base64 as Nix reads it: up to the first `=`, newlines skipped, padded or
+/// not; the decoding itself is the store's.
+fn parse_base64(rest: &str, algo: HashAlgo) -> Result<Hash, HashError> {
+    let digits: String = rest
+        .split('=')
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .filter(|&c| c != '\n')
+        .collect();
+    Hash::parse_sri(&format!("{algo}-{digits}"))
+}
+
+/// Decodes `rest` (no prefix) for `algo`: base64 when `sri`, else the encoding
+/// its length selects (bare base64 must be padded, as Nix has it).
+fn parse_low_level(rest: &str, algo: HashAlgo, sri: bool) -> FResult<Hash> {
+    let size = algo.size();
+    let (name, parsed) = if sri {
+        ("SRI", parse_base64(rest, algo))
+    } else {
+        let parsed = Hash::parse_digest(rest, algo);
+        let encoding = match &parsed {
+            Ok((_, e)) | Err(HashError::BadDigest { encoding: e, .. }) => Some(*e),
+            Err(_) => None,
+        };
+        match encoding {
+            Some(Encoding::Base16) => ("base16", parsed.map(|(h, _)| h)),
+            Some(Encoding::Nix32) => ("nix32", parsed.map(|(h, _)| h)),
+            Some(_) if rest.len() == size.div_ceil(3) * 4 => ("Base64", parse_base64(rest, algo)),
+            _ => {
+                return Err(FErr::BadHash(format!(
+                    "hash '{rest}' has wrong length for hash algorithm '{algo}'"
+                )))
+            }
+        }
+    };
+    parsed.map_err(|e| {
+        // What Nix's decoders yield for a malformed digest: nothing for base16
+        // and nix32, what precedes the defect for base64.
+        let len = match name {
+            "base16" | "nix32" => 0,
+            _ => nix_base64_len(rest),
+        };
+        if len == size {
+            // Base64 with non-zero trailing bits, which Nix's decoder ignores
+            // and the store's refuses.
+            FErr::BadHash(format!("invalid {name} hash '{rest}': {e}"))
+        } else {
+            FErr::BadHash(format!(
+                "invalid {name} hash '{rest}', length {len} != expected length {size}"
+            ))
         }
     })
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Hash {
-    pub algo: Algo,
-    pub bytes: Vec<u8>,
-}
-
-const NIX32_CHARS: &[u8; 32] = b"0123456789abcdfghijklmnpqrsvwxyz";
-const B64_CHARS: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-fn nix32_len(size: usize) -> usize {
-    (size * 8).saturating_sub(1) / 5 + 1
-}
-
-fn base64_len(size: usize) -> usize {
-    size.div_ceil(3) * 4
-}
-
-fn decode_base16(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    s.as_bytes()
-        .chunks(2)
-        .map(|c| {
-            let h = (c[0] as char).to_digit(16)?;
-            let l = (c[1] as char).to_digit(16)?;
-            Some((h * 16 + l) as u8)
-        })
-        .collect()
-}
-
-fn decode_nix32(s: &str) -> Option<Vec<u8>> {
-    let b = s.as_bytes();
-    let size = b.len() * 5 / 8;
-    let mut res = vec![0u8; size];
-    for n in 0..b.len() {
-        let c = b[b.len() - n - 1];
-        let digit = NIX32_CHARS.iter().position(|&x| x == c)? as u32;
-        let bit = n * 5;
-        let i = bit / 8;
-        let j = (bit % 8) as u32;
-        if i >= size {
-            if digit != 0 {
-                return None;
-            }
-            continue;
-        }
-        res[i] |= (digit << j) as u8;
-        let carry = digit >> (8 - j);
-        if i + 1 < size {
-            res[i + 1] |= carry as u8;
-        } else if carry != 0 {
-            return None;
-        }
-    }
-    Some(res)
-}
-
-fn decode_base64(s: &str) -> Option<Vec<u8>> {
-    let mut res = Vec::new();
-    let (mut d, mut bits) = (0u32, 0u32);
-    for c in s.bytes() {
-        if c == b'=' {
-            break;
-        }
-        if c == b'\n' {
-            continue;
-        }
-        let digit = B64_CHARS.iter().position(|&x| x == c)? as u32;
-        bits += 6;
-        d = (d << 6 | digit) & 0xffff;
-        if bits >= 8 {
-            res.push((d >> (bits - 8) & 0xff) as u8);
-            bits -= 8;
-        }
-    }
-    Some(res)
-}
-
-pub(crate) fn encode_base64(b: &[u8]) -> String {
-    let mut out = String::new();
-    for chunk in b.chunks(3) {
-        let n = chunk.len();
-        let v = (chunk[0] as u32) << 16
-            | (chunk.get(1).copied().unwrap_or(0) as u32) << 8
-            | chunk.get(2).copied().unwrap_or(0) as u32;
-        for k in 0..4 {
-            if k <= n {
-                out.push(B64_CHARS[(v >> (18 - 6 * k) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
-impl Hash {
-    /// Lower-case base16, as Git shows commit hashes.
-    pub(crate) fn git_rev(&self) -> String {
-        self.bytes.iter().map(|b| format!("{b:02x}")).collect()
-    }
-    /// `algo-base64`.
-    pub(crate) fn sri(&self) -> String {
-        format!("{}-{}", self.algo.name(), encode_base64(&self.bytes))
-    }
-}
-
-/// Decodes `rest` (no prefix) for `algo`, choosing the encoding by length
-/// unless `sri` forces base64.
-fn parse_low_level(rest: &str, algo: Algo, sri: bool) -> FResult<Hash> {
-    let size = algo.size();
-    let (decoded, name) = if sri {
-        (decode_base64(rest), "SRI")
-    } else if rest.len() == size * 2 {
-        (decode_base16(rest), "base16")
-    } else if rest.len() == nix32_len(size) {
-        (decode_nix32(rest), "nix32")
-    } else if rest.len() == base64_len(size) {
-        (decode_base64(rest), "Base64")
-    } else {
-        return Err(FErr::BadHash(format!(
-            "hash '{rest}' has wrong length for hash algorithm '{}'",
-            algo.name()
-        )));
-    };
-    let d = decoded.unwrap_or_default();
-    if d.len() != size {
-        return Err(FErr::BadHash(format!(
-            "invalid {name} hash '{rest}', length {} != expected length {size}",
-            d.len()
-        )));
-    }
-    Ok(Hash { algo, bytes: d })
-}
-
 /// Splits an `algo:` or `algo-` (SRI) prefix off.
-fn split_prefix(s: &str) -> FResult<(Option<Algo>, bool, &str)> {
+fn split_prefix(s: &str) -> FResult<(Option<HashAlgo>, bool, &str)> {
     if let Some((a, rest)) = s.split_once(':') {
         return Ok((Some(parse_algo(a)?), false, rest));
     }
@@ -205,13 +107,12 @@ pub(crate) fn parse_any_prefixed(s: &str) -> FResult<Hash> {
 }
 
 /// `Hash::parseAny` with a known algorithm.
-pub(crate) fn parse_any(s: &str, algo: Algo) -> FResult<Hash> {
+pub(crate) fn parse_any(s: &str, algo: HashAlgo) -> FResult<Hash> {
     let (parsed, sri, rest) = split_prefix(s)?;
     if let Some(p) = parsed {
         if p != algo {
             return Err(FErr::BadHash(format!(
-                "hash '{s}' should have type '{}'",
-                algo.name()
+                "hash '{s}' should have type '{algo}'"
             )));
         }
     }
@@ -231,7 +132,7 @@ pub(crate) fn parse_sri(s: &str) -> FResult<Hash> {
 pub(crate) fn parse_rev(s: &str) -> FResult<Hash> {
     match parse_any_prefixed(s) {
         Ok(h) => Ok(h),
-        Err(FErr::BadHash(_)) => parse_any(s, Algo::Sha1),
+        Err(FErr::BadHash(_)) => parse_any(s, HashAlgo::Sha1),
         Err(e) => Err(e),
     }
 }
@@ -239,15 +140,103 @@ pub(crate) fn parse_rev(s: &str) -> FResult<Hash> {
 /// A `narHash` attribute as `Input::getNarHash` reads it.
 pub(crate) fn parse_nar_hash(s: &str) -> FResult<Hash> {
     let h = if s.is_empty() {
-        Hash {
-            algo: Algo::Sha256,
-            bytes: vec![0; 32],
-        }
+        Hash::new(HashAlgo::Sha256, &[0; 32]).map_err(|e| FErr::Other(e.to_string()))?
     } else {
         parse_sri(s)?
     };
-    if h.algo != Algo::Sha256 {
+    if h.algo() != HashAlgo::Sha256 {
         return Err(FErr::Other("narHash must use SHA-256".into()));
     }
     Ok(h)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(r: FResult<Hash>) -> String {
+        match r {
+            Ok(h) => format!("ok {}", h.to_sri()),
+            Err(e) => e.message().to_string(),
+        }
+    }
+
+    #[test]
+    fn forms_and_messages() {
+        // SHA-1 of "": every encoding Nix accepts for a known algorithm.
+        let hex = "da39a3ee5e6b4b0d3255bfef95601890afd80709";
+        let sri = "sha1-2jmj7l5rSw0yVb/vlWAYkK/YBwk=";
+        for s in [
+            hex.to_string(),
+            hex.to_uppercase(),
+            "143xibwh31h9bvxzalr0sjvbbvpa6ffs".to_string(), // nix32
+            "2jmj7l5rSw0yVb/vlWAYkK/YBwk=".to_string(),
+            format!("sha1:{hex}"),
+            sri.to_string(),
+            "sha1-2jmj7l5rSw0yVb/vlWAYkK/YBwk".to_string(),
+            "sha1-2jmj7l5rSw0yVb/vlWAYkK/YBwk==".to_string(),
+        ] {
+            assert_eq!(
+                msg(parse_any(&s, HashAlgo::Sha1)),
+                format!("ok {sri}"),
+                "{s}"
+            );
+        }
+        assert_eq!(
+            parse_rev(hex).map(|h| h.to_hex()).ok().as_deref(),
+            Some(hex)
+        );
+        let cases = [
+            (
+                parse_any("xyz", HashAlgo::Sha1),
+                "hash 'xyz' has wrong length for hash algorithm 'sha1'",
+            ),
+            (
+                // Bare base64 must be padded.
+                parse_any("2jmj7l5rSw0yVb/vlWAYkK/YBwk", HashAlgo::Sha1),
+                "hash '2jmj7l5rSw0yVb/vlWAYkK/YBwk' has wrong length for hash algorithm 'sha1'",
+            ),
+            (
+                parse_any("ga39a3ee5e6b4b0d3255bfef95601890afd80709", HashAlgo::Sha1),
+                "invalid base16 hash 'ga39a3ee5e6b4b0d3255bfef95601890afd80709', length 0 != expected length 20",
+            ),
+            (
+                parse_any("e43xibwh31h9bvxzalr0sjvbbvpa6ffs", HashAlgo::Sha1),
+                "invalid nix32 hash 'e43xibwh31h9bvxzalr0sjvbbvpa6ffs', length 0 != expected length 20",
+            ),
+            (
+                parse_any("2jmj7l5rSw0yVb/vlWAY=K/YBwk=", HashAlgo::Sha1),
+                "invalid Base64 hash '2jmj7l5rSw0yVb/vlWAY=K/YBwk=', length 15 != expected length 20",
+            ),
+            (
+                parse_sri("sha1-2jmj7l5r"),
+                "invalid SRI hash '2jmj7l5r', length 6 != expected length 20",
+            ),
+            (
+                parse_sri("sha1-2jmj7l5rSw0yVb/vlWAYkK/YBw!"),
+                "invalid SRI hash '2jmj7l5rSw0yVb/vlWAYkK/YBw!', length 0 != expected length 20",
+            ),
+            (parse_sri(hex), &*format!("hash '{hex}' is not SRI")),
+            (
+                parse_any_prefixed(hex),
+                &*format!("hash '{hex}' does not include a type"),
+            ),
+            (
+                parse_any(&format!("md5:{hex}"), HashAlgo::Sha1),
+                &*format!("hash 'md5:{hex}' should have type 'sha1'"),
+            ),
+            (
+                parse_any("sha3:x", HashAlgo::Sha1),
+                "unknown hash algorithm 'sha3', expect 'blake3', 'md5', 'sha1', 'sha256', or 'sha512'",
+            ),
+            (parse_nar_hash(sri), "narHash must use SHA-256"),
+        ];
+        for (got, want) in cases {
+            assert_eq!(msg(got), want);
+        }
+        assert_eq!(
+            msg(parse_nar_hash("")),
+            "ok sha256-AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
+        );
+    }
 }

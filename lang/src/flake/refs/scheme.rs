@@ -8,11 +8,12 @@
 
 use std::collections::BTreeMap;
 
-use super::hash::{self, Algo};
+use super::hash;
 use super::url::{
     bad_url, fix_git_url, other, parse_url, parse_url_scheme, render_url_path_ensure_legal,
     FResult, ParsedUrl, Query,
 };
+use rocmx_store::{Hash, HashAlgo};
 
 /// One attribute of an input.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -84,12 +85,12 @@ fn set_str(attrs: &mut Attrs, name: &str, v: impl Into<String>) {
 }
 
 /// `Input::getRev`.
-fn get_rev(attrs: &Attrs) -> FResult<Option<hash::Hash>> {
+fn get_rev(attrs: &Attrs) -> FResult<Option<Hash>> {
     maybe_str(attrs, "rev")?.map(hash::parse_rev).transpose()
 }
 
 /// `Input::getNarHash`.
-fn get_nar_hash(attrs: &Attrs) -> FResult<Option<hash::Hash>> {
+fn get_nar_hash(attrs: &Attrs) -> FResult<Option<Hash>> {
     maybe_str(attrs, "narHash")?
         .map(hash::parse_nar_hash)
         .transpose()
@@ -271,7 +272,7 @@ impl Scheme {
                     )));
                 }
                 if let Some(rev) = rev {
-                    hash::parse_any(rev, Algo::Sha1)?;
+                    hash::parse_any(rev, HashAlgo::Sha1)?;
                 }
                 if r#ref.is_some_and(|r| !is_legal_ref_name(r)) {
                     return Err(bad_url(format!(
@@ -325,7 +326,7 @@ impl Scheme {
             Scheme::File | Scheme::Tarball => {
                 let mut url = parse_url(get_str(attrs, "url")?, false)?;
                 if let Some(h) = get_nar_hash(attrs)? {
-                    url.query.insert("narHash".into(), h.sri());
+                    url.query.insert("narHash".into(), h.to_sri());
                 }
                 Ok(url)
             }
@@ -338,11 +339,11 @@ impl Scheme {
                     path.push(r.to_string());
                 }
                 if let Some(rev) = get_rev(attrs)? {
-                    path.push(rev.git_rev());
+                    path.push(rev.to_hex());
                 }
                 let mut query = Query::new();
                 if let Some(h) = get_nar_hash(attrs)? {
-                    query.insert("narHash".into(), h.sri());
+                    query.insert("narHash".into(), h.to_sri());
                 }
                 if let Some(host) = maybe_str(attrs, "host")? {
                     query.insert("host".into(), host.to_string());
@@ -360,7 +361,7 @@ impl Scheme {
                     url.scheme = format!("git+{}", url.scheme);
                 }
                 if let Some(rev) = get_rev(attrs)? {
-                    url.query.insert("rev".into(), rev.git_rev());
+                    url.query.insert("rev".into(), rev.to_hex());
                 }
                 if let Some(r) = maybe_str(attrs, "ref")? {
                     url.query.insert("ref".into(), r.to_string());
@@ -394,7 +395,7 @@ impl Scheme {
                 let mut url = parse_url(get_str(attrs, "url")?, false)?;
                 url.scheme = format!("hg+{}", url.scheme);
                 if let Some(rev) = get_rev(attrs)? {
-                    url.query.insert("rev".into(), rev.git_rev());
+                    url.query.insert("rev".into(), rev.to_hex());
                 }
                 if let Some(r) = maybe_str(attrs, "ref")? {
                     url.query.insert("ref".into(), r.to_string());
@@ -407,7 +408,7 @@ impl Scheme {
                     path.push(r.to_string());
                 }
                 if let Some(rev) = get_rev(attrs)? {
-                    path.push(rev.git_rev());
+                    path.push(rev.to_hex());
                 }
                 Ok(ParsedUrl {
                     scheme: "flake".into(),
@@ -565,7 +566,7 @@ fn git_archive_from_url(scheme: Scheme, url: &ParsedUrl) -> FResult<Option<Attrs
         2 => {}
         3 => {
             if is_rev(&path[2]) {
-                rev = Some(hash::parse_any(&path[2], Algo::Sha1)?.git_rev());
+                rev = Some(hash::parse_any(&path[2], HashAlgo::Sha1)?.to_hex());
             } else if is_legal_ref_name(&path[2]) {
                 r#ref = Some(path[2].clone());
             } else {
@@ -593,7 +594,7 @@ fn git_archive_from_url(scheme: Scheme, url: &ParsedUrl) -> FResult<Option<Attrs
                         "URL '{url}' contains multiple commit hashes"
                     )));
                 }
-                rev = Some(hash::parse_any(value, Algo::Sha1)?.git_rev());
+                rev = Some(hash::parse_any(value, HashAlgo::Sha1)?.to_hex());
             }
             "ref" => {
                 if !is_legal_ref_name(value) {
@@ -677,7 +678,7 @@ fn indirect_from_url(url: &ParsedUrl) -> FResult<Option<Attrs>> {
         1 => {}
         2 => {
             if is_rev(&path[1]) {
-                rev = Some(hash::parse_any(&path[1], Algo::Sha1)?.git_rev());
+                rev = Some(hash::parse_any(&path[1], HashAlgo::Sha1)?.to_hex());
             } else if is_legal_ref_name(&path[1]) {
                 r#ref = Some(path[1].clone());
             } else {
@@ -701,7 +702,7 @@ fn indirect_from_url(url: &ParsedUrl) -> FResult<Option<Attrs>> {
                     path[2]
                 )));
             }
-            rev = Some(hash::parse_any(&path[2], Algo::Sha1)?.git_rev());
+            rev = Some(hash::parse_any(&path[2], HashAlgo::Sha1)?.to_hex());
         }
         _ => return Err(bad_url(format!("GitHub URL '{url}' is invalid"))),
     }
