@@ -108,13 +108,13 @@ impl EvalStore for LocalEvalStore {
         src: &Path,
         name: &str,
         filter: Option<&mut PathFilter<'_>>,
-    ) -> EResult<String> {
+    ) -> EResult<StorePath> {
         self.flush_for(src)?;
         // A store path itself (not a subpath) is not copied again.
         if filter.is_none() {
             if let Some((sp, None)) = Self::split_logical(src) {
                 if self.store.is_valid(&sp).map_err(store_err)? {
-                    return Ok(sp.to_absolute());
+                    return Ok(sp);
                 }
             }
         }
@@ -135,7 +135,7 @@ impl EvalStore for LocalEvalStore {
                 src.display()
             ))
         })?;
-        Ok(sp.to_absolute())
+        Ok(sp)
     }
 
     fn add_fixed(
@@ -144,7 +144,7 @@ impl EvalStore for LocalEvalStore {
         name: &str,
         method: IngestionMethod,
         expected: &Hash,
-    ) -> EResult<String> {
+    ) -> EResult<StorePath> {
         self.flush_for(src)?;
         let real = self.physical(src);
         let nar = verify_fixed(src, &real, method, expected)?;
@@ -157,7 +157,7 @@ impl EvalStore for LocalEvalStore {
         )
         .map_err(store_err)?;
         if self.store.is_valid(&want).map_err(store_err)? {
-            return Ok(want.to_absolute());
+            return Ok(want);
         }
         let sp = self
             .store
@@ -174,31 +174,24 @@ impl EvalStore for LocalEvalStore {
                     src.display()
                 ))
             })?;
-        Ok(sp.to_absolute())
+        Ok(sp)
     }
 
-    fn add_text(&self, name: &str, text: &str, refs: &BTreeSet<String>) -> EResult<String> {
-        let mut references = BTreeSet::new();
-        for r in refs {
-            references.insert(StorePath::from_absolute(r).map_err(store_err)?);
-        }
-        let sp = StorePath::from_ca(
-            name,
-            &ContentAddress::text(text.as_bytes(), references.clone()),
-        )
-        .map_err(|e| store_err(format!("adding '{name}' to the store: {e}")))?;
+    fn add_text(&self, name: &str, text: &str, refs: &BTreeSet<StorePath>) -> EResult<StorePath> {
+        let sp = StorePath::from_ca(name, &ContentAddress::text(text.as_bytes(), refs.clone()))
+            .map_err(|e| store_err(format!("adding '{name}' to the store: {e}")))?;
         if self.pending_paths.borrow().contains(&sp)
             || self.store.is_valid(&sp).map_err(store_err)?
         {
-            return Ok(sp.to_absolute());
+            return Ok(sp);
         }
         self.pending_paths.borrow_mut().insert(sp.clone());
         self.pending.borrow_mut().push(PendingText {
             name: name.to_string(),
             text: text.to_string(),
-            refs: references,
+            refs: refs.clone(),
         });
-        Ok(sp.to_absolute())
+        Ok(sp)
     }
 
     fn realise_path(&self, p: &Path) -> Option<PathBuf> {
@@ -233,9 +226,7 @@ mod tests {
 
         let p1 = local.add_path(src.path(), "src", None).unwrap();
         assert_eq!(p1, mem.add_path(src.path(), "src", None).unwrap());
-        assert!(store
-            .is_valid(&StorePath::from_absolute(&p1).unwrap())
-            .unwrap());
+        assert!(store.is_valid(&p1).unwrap());
 
         let mut keep_a = |p: &Path, _: &str| Ok(!p.ends_with("b"));
         let p2 = local
@@ -255,31 +246,22 @@ mod tests {
             .symlink_metadata()
             .is_err());
 
-        let refs: BTreeSet<String> = [p1.clone()].into_iter().collect();
+        let refs: BTreeSet<StorePath> = [p1.clone()].into_iter().collect();
         let t = local.add_text("x.drv", "text", &refs).unwrap();
         assert_eq!(t, mem.add_text("x.drv", "text", &refs).unwrap());
         // Queued, not written, until flushed or read back.
-        let tp = StorePath::from_absolute(&t).unwrap();
-        assert!(!store.is_valid(&tp).unwrap());
+        assert!(!store.is_valid(&t).unwrap());
         let t2 = local.add_text("y", "other", &BTreeSet::new()).unwrap();
         local.flush().unwrap();
-        assert!(store.is_valid(&tp).unwrap());
-        assert!(store
-            .is_valid(&StorePath::from_absolute(&t2).unwrap())
-            .unwrap());
+        assert!(store.is_valid(&t).unwrap());
+        assert!(store.is_valid(&t2).unwrap());
         let t3 = local.add_text("z", "third", &BTreeSet::new()).unwrap();
-        let real = local.realise_path(Path::new(&t)).unwrap();
+        let real = local.realise_path(Path::new(&t.to_absolute())).unwrap();
         assert_eq!(std::fs::read_to_string(real).unwrap(), "text");
         // Reading a queued text back writes the queue first.
-        let real = local.realise_path(Path::new(&t3)).unwrap();
+        let real = local.realise_path(Path::new(&t3.to_absolute())).unwrap();
         assert_eq!(std::fs::read_to_string(real).unwrap(), "third");
-        assert_eq!(
-            store
-                .references(&StorePath::from_absolute(&t).unwrap())
-                .unwrap()
-                .len(),
-            1
-        );
+        assert_eq!(store.references(&t).unwrap().len(), 1);
 
         let file = src.path().join("a");
         let h = Hash::digest(rocmx_store::HashAlgo::Sha256, b"hello");
@@ -297,7 +279,10 @@ mod tests {
             .is_err());
 
         // Re-adding a store path returns it unchanged.
-        assert_eq!(local.add_path(Path::new(&p1), "src", None).unwrap(), p1);
+        let again = local
+            .add_path(Path::new(&p1.to_absolute()), "src", None)
+            .unwrap();
+        assert_eq!(again, p1);
         assert!(local.realise_path(Path::new("/elsewhere")).is_none());
     }
 }

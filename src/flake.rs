@@ -226,10 +226,13 @@ pub fn load_root(
         gfx: &gfx_check,
     };
     let loaded = load::load(ev, root, &reference.dir, &load_opts).map_err(|mut e| {
-        if opts.gfx.is_some() && e.msg.contains("unknown parameter 'gfxTargets'") {
+        let unknown = match &e.kind {
+            ErrorKind::UnknownParameter { name } => name.as_str(),
+            _ => "",
+        };
+        if opts.gfx.is_some() && unknown == "gfxTargets" {
             e.msg = format!("--gfx sets the parameter 'gfxTargets': {}", e.msg);
-        }
-        if opts.allow_nonfree && e.msg.contains("unknown parameter 'allowNonfree'") {
+        } else if opts.allow_nonfree && unknown == "allowNonfree" {
             e.msg = format!(
                 "--allow-nonfree sets the parameter 'allowNonfree': {}",
                 e.msg

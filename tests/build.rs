@@ -7,16 +7,14 @@
 //! namespaces (the sandbox needs them).
 
 mod common;
+use common::fixture::{Work, BIN};
 use common::http::Server;
-use common::{busybox, err, make_writable, out};
+use common::{busybox, err, out};
 
 use std::fs;
 use std::os::unix::fs::symlink;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
-use std::sync::OnceLock;
-
-const BIN: &str = env!("CARGO_BIN_EXE_rocmx");
 
 /// The package set the tests build: a chain a → b → c, a diamond d1 → (d2, d3) → d4,
 /// and a failing builder. `tag` only changes an environment variable of `a` that its
@@ -44,63 +42,15 @@ let
 in { inherit a b c d1 d2 d3 d4 bad probe; }
 "#;
 
-/// A work directory holding `packages.nix`, `bb/`, and a store root; made writable
-/// again before it is removed.
-struct Fixture {
-    dir: tempfile::TempDir,
+/// A work directory holding `packages.nix`, `bb/`, `work/` (where commands run and
+/// `result` links appear) and a store root.
+fn fixture() -> Work {
+    Work::new(&["cat", "echo", "mkdir", "ls", "sleep"])
+        .packages(PACKAGES)
+        .in_work_dir()
 }
 
-impl Fixture {
-    fn new() -> Fixture {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let bin = dir.path().join("bb/bin");
-        fs::create_dir_all(&bin).unwrap();
-        fs::copy(busybox().expect("busybox"), bin.join("sh")).unwrap();
-        for applet in ["cat", "echo", "mkdir", "ls", "sleep"] {
-            symlink("sh", bin.join(applet)).unwrap();
-        }
-        fs::write(dir.path().join("packages.nix"), PACKAGES).unwrap();
-        fs::create_dir_all(dir.path().join("work")).unwrap();
-        Fixture { dir }
-    }
-
-    fn root(&self) -> PathBuf {
-        self.dir.path().join("root")
-    }
-
-    fn nix(&self) -> PathBuf {
-        self.dir.path().join("packages.nix")
-    }
-
-    /// The directory commands run in (where `result` links appear).
-    fn work(&self) -> PathBuf {
-        self.dir.path().join("work")
-    }
-
-    /// `rocmx --store ROOT <args>`, run in the work directory.
-    fn run(&self, args: &[&str]) -> Output {
-        Command::new(BIN)
-            .env_remove("ROCMX_STORE")
-            .current_dir(self.work())
-            .arg("--store")
-            .arg(self.root())
-            .args(args)
-            .output()
-            .expect("run rocmx")
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let o = self.run(args);
-        assert!(
-            o.status.success(),
-            "rocmx {args:?} failed ({:?}):\nstdout: {}\nstderr: {}",
-            o.status,
-            out(&o),
-            err(&o)
-        );
-        out(&o)
-    }
-
+impl Work {
     /// `rocmx build --file packages.nix ARGS…`.
     fn build(&self, args: &[&str]) -> String {
         let nix = self.nix();
@@ -128,59 +78,14 @@ impl Fixture {
         s.trim().trim_matches('"').to_string()
     }
 
-    fn physical(&self, logical: &str) -> PathBuf {
-        let base = logical.strip_prefix("/rocmx/store/").expect("logical path");
-        self.root().join("store").join(base)
-    }
-
     fn read_output(&self, logical: &str) -> String {
         fs::read_to_string(self.physical(logical)).expect("read output")
     }
 }
 
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        make_writable(self.dir.path());
-    }
-}
-
-/// Whether builds can run here: busybox exists and a trivial build succeeds. When it
-/// fails because of user namespaces, the reason is printed once and the tests skip;
-/// any other failure is a test failure.
+/// Whether builds can run here (see [`common::fixture::can_build`]): a trivial build.
 fn can_build() -> bool {
-    static OK: OnceLock<bool> = OnceLock::new();
-    *OK.get_or_init(|| {
-        if busybox().is_none() {
-            eprintln!("SKIP: no busybox (install busybox-static)");
-            return false;
-        }
-        let f = Fixture::new();
-        let nix = f.nix();
-        let o = f.run(&[
-            "build",
-            "--file",
-            nix.to_str().unwrap(),
-            "probe",
-            "--no-link",
-        ]);
-        if o.status.success() {
-            return true;
-        }
-        let e = err(&o);
-        if e.to_lowercase().contains("namespace") {
-            eprintln!("SKIP: the sandbox cannot run here:\n{e}");
-            return false;
-        }
-        panic!("a trivial build failed:\n{e}");
-    })
-}
-
-macro_rules! require_sandbox {
-    () => {
-        if !can_build() {
-            return;
-        }
-    };
+    common::fixture::can_build(|| fixture().build_file(&["probe", "--no-link"]))
 }
 
 fn strings(v: &serde_json::Value) -> Vec<String> {
@@ -200,7 +105,7 @@ fn position(list: &[String], x: &str) -> usize {
 #[test]
 fn chain_and_diamond_build_in_dependency_order() {
     require_sandbox!();
-    let f = Fixture::new();
+    let f = fixture();
     let j = f.build_json(&["c", "d4"]);
 
     // The JSON shape: outputs (one per target), built, substituted.
@@ -246,9 +151,9 @@ fn chain_and_diamond_build_in_dependency_order() {
 #[test]
 fn result_links_are_gc_roots() {
     require_sandbox!();
-    let f = Fixture::new();
+    let f = fixture();
     f.build(&["c"]);
-    let result = f.work().join("result");
+    let result = f.cwd().join("result");
     let target = fs::read_link(&result).expect("result is a symlink");
     assert!(target.starts_with(f.root().join("store")), "{target:?}");
     assert_eq!(fs::read_to_string(&result).unwrap(), "A\nB\nC\n");
@@ -263,15 +168,15 @@ fn result_links_are_gc_roots() {
 
     // Several targets: result, result-2; --out-link changes the base name.
     f.build(&["a", "d1", "--out-link", "out"]);
-    assert_eq!(fs::read_to_string(f.work().join("out")).unwrap(), "A\n");
-    assert_eq!(fs::read_to_string(f.work().join("out-2")).unwrap(), "D1\n");
-    assert!(!f.work().join("result").exists());
+    assert_eq!(fs::read_to_string(f.cwd().join("out")).unwrap(), "A\n");
+    assert_eq!(fs::read_to_string(f.cwd().join("out-2")).unwrap(), "D1\n");
+    assert!(!f.cwd().join("result").exists());
 }
 
 #[test]
 fn early_cutoff_rebuilds_only_the_changed_derivation() {
     require_sandbox!();
-    let f = Fixture::new();
+    let f = fixture();
     let first = f.build_json(&["c", "--argstr", "tag", "one"]);
     assert_eq!(strings(&first["built"]).len(), 3, "{first}");
 
@@ -294,7 +199,7 @@ fn early_cutoff_rebuilds_only_the_changed_derivation() {
 #[test]
 fn a_failing_build_names_the_derivation_and_its_log_tail() {
     require_sandbox!();
-    let f = Fixture::new();
+    let f = fixture();
     let nix = f.nix();
     let o = f.run(&["build", "--file", nix.to_str().unwrap(), "bad"]);
     let e = err(&o);
@@ -306,13 +211,13 @@ fn a_failing_build_names_the_derivation_and_its_log_tail() {
     );
     assert!(e.contains("the-failure-tail"), "no log tail: {e}");
     assert!(!e.contains("panicked"), "{e}");
-    assert!(!f.work().join("result").exists());
+    assert!(!f.cwd().join("result").exists());
 }
 
 #[test]
 fn log_and_derivation_show() {
     require_sandbox!();
-    let f = Fixture::new();
+    let f = fixture();
     f.build(&["a", "b"]);
     let drv = f.drv_path("a", "one");
 
@@ -368,11 +273,11 @@ fn log_and_derivation_show() {
 #[test]
 fn dry_run_builds_nothing() {
     require_sandbox!();
-    let f = Fixture::new();
+    let f = fixture();
     let text = f.build(&["c", "--dry-run", "--json"]);
     let plan: serde_json::Value = serde_json::from_str(&text).expect("JSON");
     assert_eq!(strings(&plan["build"]).len(), 3, "{plan}");
-    assert!(!f.work().join("result").exists());
+    assert!(!f.cwd().join("result").exists());
     let text = f.build(&["c", "--dry-run"]);
     assert!(text.contains("chain-a.drv"), "{text}");
 
@@ -394,7 +299,7 @@ fn evaluation_errors_are_rendered_and_bad_targets_refused() {
     if busybox().is_none() {
         return;
     }
-    let f = Fixture::new();
+    let f = fixture();
     let nix = f.nix();
     let o = f.run(&["build", "--file", nix.to_str().unwrap(), "nope"]);
     assert_eq!(o.status.code(), Some(1));
@@ -413,7 +318,7 @@ fn evaluation_errors_are_rendered_and_bad_targets_refused() {
 }
 
 /// Writes `name.nix` into the fixture and builds it: `rocmx build --file name.nix ARGS`.
-fn run_file(f: &Fixture, name: &str, text: &str, args: &[&str]) -> Output {
+fn run_file(f: &Work, name: &str, text: &str, args: &[&str]) -> Output {
     let path = f.dir.path().join(name);
     fs::write(&path, text).unwrap();
     let mut all = vec!["build", "--file", path.to_str().unwrap()];
@@ -435,7 +340,7 @@ const MK: &str = r#"
 #[test]
 fn wide_fan_out_builds_in_dependency_order() {
     require_sandbox!();
-    let f = Fixture::new();
+    let f = fixture();
     let text = format!(
         r#"let {MK}
   root = mk "fan-root" {{ }} "echo R > $out";
@@ -466,7 +371,7 @@ fn two_jobs_really_run_at_once() {
     // Two fixed-output builds fetch from a server that answers only when both wait at
     // once: with -j 2 they both get `together`; one at a time, the first would time out.
     let server = Server::builder().barrier("barrier", 2).start();
-    let f = Fixture::new();
+    let f = fixture();
     let text = format!(
         r#"let {MK}
   fetch = n: mk "rendezvous-${{n}}" {{
@@ -530,7 +435,7 @@ fn sha256_sri(data: &[u8]) -> String {
 #[test]
 fn keep_going_builds_everything_that_does_not_depend_on_the_failure() {
     require_sandbox!();
-    let f = Fixture::new();
+    let f = fixture();
     let text = format!(
         r#"let {MK}
   bad = mk "kg-bad" {{ }} "echo the-failure-tail; exit 7";
@@ -585,7 +490,7 @@ in {{ inherit top b; }}"#
 #[test]
 fn check_reports_a_non_deterministic_build() {
     require_sandbox!();
-    let f = Fixture::new();
+    let f = fixture();
     let text = format!(
         r#"let {MK}
   nondet = mk "nondet" {{ }} "mkdir $out; echo same > $out/stable; cat /proc/uptime /proc/sys/kernel/random/uuid > $out/when";
@@ -641,7 +546,7 @@ in {{ inherit nondet det; }}"#
 #[test]
 fn multiple_outputs_refer_to_each_other_one_way() {
     require_sandbox!();
-    let f = Fixture::new();
+    let f = fixture();
     let text = format!(
         r#"let {MK}
   lib = mk "multi" {{ outputs = [ "out" "dev" ]; }} "mkdir $out $dev; echo lib > $out/lib; echo $out > $dev/points-to";
@@ -666,11 +571,11 @@ in {{ inherit lib user; }}"#
     assert_eq!(f.read_output(user), format!("{out_p}\n"));
     // result, result-dev (first target), result-2 (second).
     assert_eq!(
-        fs::read_to_string(f.work().join("result/lib")).unwrap(),
+        fs::read_to_string(f.cwd().join("result/lib")).unwrap(),
         "lib\n"
     );
-    assert!(f.work().join("result-dev/points-to").exists());
-    assert!(f.work().join("result-2").exists());
+    assert!(f.cwd().join("result-dev/points-to").exists());
+    assert!(f.cwd().join("result-2").exists());
     // dev refers to out, and the store knows it.
     let refs = f.ok(&["path-info", "--json", dev_p]);
     assert!(refs.contains(out_p), "{refs}");
@@ -689,7 +594,7 @@ in {{ cyc = mk "cyc" {{ outputs = [ "out" "dev" ]; }} "mkdir $out $dev; echo $de
 fn builtin_fetchurl_from_a_loopback_server_and_a_wrong_hash() {
     require_sandbox!();
     let server = Server::builder().file("file", b"fetched bytes\n").start();
-    let f = Fixture::new();
+    let f = fixture();
     let good = sha256_sri(b"fetched bytes\n");
     let wrong = sha256_sri(b"other bytes\n");
     let fod = |hash: &str| {
@@ -743,7 +648,7 @@ fn builtin_fetchurl_from_a_loopback_server_and_a_wrong_hash() {
 #[test]
 fn a_builder_that_cannot_run_is_named_and_fails_the_run() {
     require_sandbox!();
-    let f = Fixture::new();
+    let f = fixture();
     let o = f.run(&[
         "build",
         "--no-link",

@@ -26,6 +26,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::Rng;
 use concurrent::{drv_name, finish, fixed_out, graph, sandbox_usable, Counter, Fixture};
 
 const SEED: u64 = 0x0c4a_5b01_1d5e_ed08;
@@ -34,22 +35,6 @@ const DURATION: Duration = Duration::from_secs(25);
 /// Builds one process runs at once.
 const JOBS: usize = 2;
 const PROCESSES: usize = 4;
-
-/// splitmix64.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
 
 /// What one round saw.
 struct Round {
@@ -80,7 +65,7 @@ fn builds_gc_and_sigkills_leave_a_sound_store() {
         std::thread::spawn(move || {
             let mut failures = Vec::new();
             while !stop.load(Ordering::Relaxed) {
-                let o = std::process::Command::new(concurrent::BIN)
+                let o = std::process::Command::new(common::fixture::BIN)
                     .env_remove("ROCMX_STORE")
                     .current_dir(&work)
                     .arg("--store")

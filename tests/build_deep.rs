@@ -8,15 +8,12 @@
 //! the kernel refuses user namespaces.
 
 mod common;
+use common::fixture::Work;
 use common::{busybox, err, out};
 
 use std::fs;
-use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::OnceLock;
-
-const BIN: &str = env!("CARGO_BIN_EXE_rocmx");
 
 /// Shell code that makes, below the current directory, a chain of `a` directories
 /// 15 × 1000 levels deep and a file at the bottom. `mkdir -p` and `cd -P` take relative
@@ -56,67 +53,21 @@ in {{
 
 /// A work directory holding `packages.nix`, `bb/` and a store root; removed (at any
 /// depth, whatever the modes) when dropped.
-struct Fixture {
-    dir: tempfile::TempDir,
+fn fixture() -> Work {
+    Work::new(&["cat", "echo", "mkdir", "chmod"])
+        .packages(&packages())
+        .in_work_dir()
+        .removed_deep()
 }
 
-impl Fixture {
-    fn new() -> Fixture {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let bin = dir.path().join("bb/bin");
-        fs::create_dir_all(&bin).unwrap();
-        fs::copy(busybox().expect("busybox"), bin.join("sh")).unwrap();
-        for applet in ["cat", "echo", "mkdir", "chmod"] {
-            symlink("sh", bin.join(applet)).unwrap();
-        }
-        fs::write(dir.path().join("packages.nix"), packages()).unwrap();
-        fs::create_dir_all(dir.path().join("work")).unwrap();
-        Fixture { dir }
-    }
-
-    fn root(&self) -> PathBuf {
-        self.dir.path().join("root")
-    }
-
+impl Work {
     fn builds(&self) -> PathBuf {
         self.root().join("var/rocmx/builds")
     }
 
-    /// `rocmx --store ROOT <args>`, run in the work directory.
-    fn run(&self, args: &[&str]) -> Output {
-        Command::new(BIN)
-            .env_remove("ROCMX_STORE")
-            .current_dir(self.dir.path().join("work"))
-            .arg("--store")
-            .arg(self.root())
-            .args(args)
-            .output()
-            .expect("run rocmx")
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let o = self.run(args);
-        assert!(
-            o.status.success(),
-            "rocmx {args:?} failed ({:?}):\nstdout: {}\nstderr: {}",
-            o.status,
-            out(&o),
-            err(&o)
-        );
-        out(&o)
-    }
-
     /// `rocmx build --file packages.nix ATTR --no-link --print-out-paths`.
     fn build(&self, attr: &str) -> Output {
-        let nix = self.dir.path().join("packages.nix");
-        self.run(&[
-            "build",
-            "--file",
-            nix.to_str().unwrap(),
-            attr,
-            "--no-link",
-            "--print-out-paths",
-        ])
+        self.build_file(&[attr, "--no-link", "--print-out-paths"])
     }
 
     /// Builds `plain` and checks its output.
@@ -124,15 +75,8 @@ impl Fixture {
         let o = self.build("plain");
         assert!(o.status.success(), "plain build failed:\n{}", err(&o));
         let logical = out(&o).trim().to_string();
-        let base = logical.strip_prefix("/rocmx/store/").expect("logical path");
-        let f = self.root().join("store").join(base).join("f");
+        let f = self.physical(&logical).join("f");
         assert_eq!(fs::read_to_string(f).unwrap(), "fine\n");
-    }
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        let _ = rocmx_store::tree::remove_tree(self.dir.path());
     }
 }
 
@@ -155,26 +99,9 @@ fn dead_pid() -> u32 {
     pid
 }
 
-/// Whether builds can run here (see `tests/build.rs`).
+/// Whether builds can run here (see [`common::fixture::can_build`]).
 fn can_build() -> bool {
-    static OK: OnceLock<bool> = OnceLock::new();
-    *OK.get_or_init(|| {
-        if busybox().is_none() {
-            eprintln!("SKIP: no busybox (install busybox-static)");
-            return false;
-        }
-        let f = Fixture::new();
-        let o = f.build("plain");
-        if o.status.success() {
-            return true;
-        }
-        let e = err(&o);
-        if e.to_lowercase().contains("namespace") {
-            eprintln!("SKIP: the sandbox cannot run here:\n{e}");
-            return false;
-        }
-        panic!("a trivial build failed:\n{e}");
-    })
+    common::fixture::can_build(|| fixture().build("plain"))
 }
 
 #[test]
@@ -182,7 +109,7 @@ fn a_15000_level_output_fails_with_the_real_cause_and_later_builds_work() {
     if !can_build() {
         return;
     }
-    let f = Fixture::new();
+    let f = fixture();
     let o = f.build("deep");
     let e = err(&o);
     assert!(
@@ -214,7 +141,7 @@ fn deep_leftovers_of_crashed_runs_never_block_builds_gc_or_verify() {
     if !can_build() {
         return;
     }
-    let f = Fixture::new();
+    let f = fixture();
     f.build_plain();
     // A crashed run's build directory, its output 15,000 levels deep and read-only.
     let stale = f.builds().join(format!("{}-0", dead_pid()));

@@ -7,71 +7,33 @@
 //! busybox; the tests skip, saying why, when it is missing.
 
 mod common;
-use common::{busybox, err, make_writable, out};
+use common::fixture::{processes_with, Work};
+use common::{err, out};
 
 use std::fs;
-use std::os::unix::fs::{symlink, MetadataExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_rocmx");
-
-struct Fixture {
-    dir: tempfile::TempDir,
+/// A work directory with busybox; `None` (after saying why) without busybox.
+fn fixture() -> Option<Work> {
+    Work::with_busybox(&["cat", "echo", "mkdir", "sleep", "kill", "ls", "stat", "id"])
 }
 
-impl Fixture {
-    /// `None` (after saying why) without busybox.
-    fn new() -> Option<Fixture> {
-        let Some(bb) = busybox() else {
-            eprintln!("skipping: busybox is missing (install busybox-static)");
-            return None;
-        };
-        let dir = tempfile::tempdir().unwrap();
-        let bin = dir.path().join("bb/bin");
-        fs::create_dir_all(&bin).unwrap();
-        fs::copy(bb, bin.join("sh")).unwrap();
-        for applet in ["cat", "echo", "mkdir", "sleep", "kill", "ls", "stat", "id"] {
-            symlink("sh", bin.join(applet)).unwrap();
-        }
-        Some(Fixture { dir })
-    }
-
+impl Work {
     /// Writes `default.nix` holding one derivation `name` running `script`.
     fn package(&self, name: &str, script: &str) {
-        let text = format!(
-            r#"derivation {{
-  name = "{name}";
-  system = builtins.currentSystem;
-  builder = "${{./bb}}/bin/sh";
-  PATH = "${{./bb}}/bin";
-  args = [ "-c" ''{script}'' ];
-}}
-"#
-        );
-        fs::write(self.dir.path().join("default.nix"), text).unwrap();
+        self.derivation("default.nix", name, script);
     }
 
-    fn run(&self, args: &[&str], envs: &[(&str, &Path)]) -> Output {
-        let mut c = Command::new(BIN);
-        c.env_remove("ROCMX_STORE")
-            .env_remove("ROCMX_CONFIG")
-            .env("XDG_CONFIG_HOME", self.dir.path().join("no-config"))
-            .current_dir(self.dir.path())
-            .arg("--store")
-            .arg(self.dir.path().join("root"))
-            .args(args);
+    /// [`Work::run`] with `envs` set too.
+    fn run_with(&self, args: &[&str], envs: &[(&str, &Path)]) -> Output {
+        let mut c = self.command(args);
         for (k, v) in envs {
             c.env(k, v);
         }
         c.output().unwrap()
-    }
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        make_writable(self.dir.path());
     }
 }
 
@@ -85,14 +47,14 @@ fn euid() -> u32 {
 /// root, read-only; it could not open a sysctl for writing.
 #[test]
 fn builds_never_run_as_host_root() {
-    let Some(fx) = Fixture::new() else { return };
+    let Some(fx) = fixture() else { return };
     fx.package(
         "who",
         r#"mkdir $out; cat /proc/self/uid_map > $out/map
 if (: >> /proc/sys/kernel/core_pattern) 2>/dev/null; then echo writable > $out/sysctl; else echo refused > $out/sysctl; fi
 mkdir $out/sub; echo x > $out/sub/f"#,
     );
-    let o = fx.run(
+    let o = fx.run_with(
         &["build", "--no-link", "--print-out-paths", "./default.nix"],
         &[],
     );
@@ -136,12 +98,12 @@ mkdir $out/sub; echo x > $out/sub/f"#,
 /// and `--max-silent-time` override the file.
 #[test]
 fn silence_bound_from_the_configuration() {
-    let Some(fx) = Fixture::new() else { return };
+    let Some(fx) = fixture() else { return };
     fx.package("stops", "echo stopping; kill -STOP $$; echo never");
     let conf = fx.dir.path().join("rocmx.conf");
     fs::write(&conf, "# test\nmax-silent-time = 1\n").unwrap();
     let t = Instant::now();
-    let o = fx.run(
+    let o = fx.run_with(
         &["build", "--no-link", "./default.nix"],
         &[("ROCMX_CONFIG", &conf)],
     );
@@ -154,7 +116,7 @@ fn silence_bound_from_the_configuration() {
     assert!(t.elapsed() < Duration::from_secs(30));
     // --option wins over the file, and the flag over both.
     fs::write(&conf, "max-silent-time = 600\n").unwrap();
-    let o = fx.run(
+    let o = fx.run_with(
         &[
             "build",
             "--no-link",
@@ -170,7 +132,7 @@ fn silence_bound_from_the_configuration() {
         "{}",
         err(&o)
     );
-    let o = fx.run(
+    let o = fx.run_with(
         &[
             "build",
             "--no-link",
@@ -193,13 +155,13 @@ fn silence_bound_from_the_configuration() {
 /// A builder that starts processes until refused fails, naming the setting.
 #[test]
 fn process_bound_names_the_setting() {
-    let Some(fx) = Fixture::new() else { return };
+    let Some(fx) = fixture() else { return };
     fx.package(
         "many",
         r#"i=0; while [ $i -lt 500 ]; do sleep 1000 & i=$((i+1)); done; sleep 1000"#,
     );
     let t = Instant::now();
-    let o = fx.run(
+    let o = fx.run_with(
         &[
             "build",
             "--no-link",
@@ -224,11 +186,11 @@ fn process_bound_names_the_setting() {
 /// Mistyped settings are named with their place and the closest known one.
 #[test]
 fn unknown_settings_are_explained() {
-    let Some(fx) = Fixture::new() else { return };
+    let Some(fx) = fixture() else { return };
     fx.package("x", "echo x > $out");
     let conf = fx.dir.path().join("rocmx.conf");
     fs::write(&conf, "\nmax-build-proceses = 10\n").unwrap();
-    let o = fx.run(
+    let o = fx.run_with(
         &["build", "--no-link", "./default.nix"],
         &[("ROCMX_CONFIG", &conf)],
     );
@@ -236,7 +198,7 @@ fn unknown_settings_are_explained() {
     let e = err(&o);
     assert!(e.contains("line 2"), "{e}");
     assert!(e.contains("did you mean 'max-build-processes'?"), "{e}");
-    let o = fx.run(
+    let o = fx.run_with(
         &[
             "build",
             "--no-link",
@@ -256,20 +218,14 @@ fn unknown_settings_are_explained() {
 /// again (a bug found while stopping a long ROCm build).
 #[test]
 fn a_killed_rocmx_leaves_no_build_running() {
-    let Some(fx) = Fixture::new() else { return };
+    let Some(fx) = fixture() else { return };
     let marker = format!("rocmx-orphan-probe-{}", std::process::id());
     fx.package(
         "orphan",
         &format!("echo started; sleep 60; echo {marker} > $out"),
     );
-    let mut child = Command::new(BIN)
-        .env_remove("ROCMX_STORE")
-        .env_remove("ROCMX_CONFIG")
-        .env("XDG_CONFIG_HOME", fx.dir.path().join("no-config"))
-        .current_dir(fx.dir.path())
-        .arg("--store")
-        .arg(fx.dir.path().join("root"))
-        .args([
+    let mut child = fx
+        .command(&[
             "build",
             "--no-link",
             "./default.nix",
@@ -280,16 +236,7 @@ fn a_killed_rocmx_leaves_no_build_running() {
         .spawn()
         .unwrap();
     // Processes whose command line holds the marker: the builder's shell.
-    let running = || -> Vec<String> {
-        fs::read_dir("/proc")
-            .unwrap()
-            .flatten()
-            .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
-            .filter_map(|e| fs::read(e.path().join("cmdline")).ok())
-            .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
-            .filter(|c| c.contains(&marker))
-            .collect()
-    };
+    let running = || processes_with(&marker);
     let t = Instant::now();
     while running().is_empty() {
         if t.elapsed() > Duration::from_secs(30) {

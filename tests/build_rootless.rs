@@ -12,15 +12,14 @@
 //! `setpriv` or busybox is missing, or when even root cannot create user namespaces.
 //! CI runs them as root with busybox-static installed, so there they really run.
 
+mod common;
+use common::fixture::{as_nobody, busybox_or_say, euid, setpriv, Work, NOBODY};
+
 use std::fs;
-use std::os::unix::fs::{lchown, symlink, MetadataExt, PermissionsExt};
+use std::ops::Deref;
+use std::os::unix::fs::{lchown, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-const BIN: &str = env!("CARGO_BIN_EXE_rocmx");
-
-/// The unprivileged user (and group) the commands run as.
-const NOBODY: u32 = 65534;
+use std::process::Output;
 
 /// A chain a → b → c, a diamond d1 → (d2, d3) → d4, and a build that looks at the
 /// host: its `/etc/passwd`, a file of the test directory (`hostfile`, a plain string
@@ -52,21 +51,18 @@ let
 in { inherit a b c d1 d2 d3 d4 host; }
 "#;
 
-fn find(candidates: &[&str]) -> Option<PathBuf> {
-    candidates.iter().map(PathBuf::from).find(|p| p.exists())
-}
-
-/// The effective uid of this process (the owner of `/proc/self`).
-fn euid() -> Option<u32> {
-    fs::metadata("/proc/self").ok().map(|m| m.uid())
-}
-
-/// A directory in /tmp that uid 65534 owns, holding everything the commands use.
+/// A directory in /tmp that uid 65534 owns, holding everything the commands use
+/// ([`Work::in_tmp`]: a copy of the rocmx binary, busybox, `work/`, `home/`, `tmp/`).
 struct Fixture {
-    dir: tempfile::TempDir,
+    w: Work,
     setpriv: PathBuf,
-    /// The copy of the rocmx binary (the original may sit where 65534 cannot reach).
-    exe: PathBuf,
+}
+
+impl Deref for Fixture {
+    type Target = Work;
+    fn deref(&self) -> &Work {
+        &self.w
+    }
 }
 
 impl Fixture {
@@ -83,75 +79,33 @@ impl Fixture {
                 return None;
             }
         }
-        let Some(setpriv) = find(&["/usr/bin/setpriv", "/bin/setpriv", "/usr/sbin/setpriv"]) else {
-            eprintln!("skipping: setpriv is missing (install util-linux)");
-            return None;
-        };
-        let Some(busybox) = find(&["/usr/bin/busybox", "/bin/busybox"]) else {
-            eprintln!("skipping: busybox is missing (install busybox-static)");
-            return None;
-        };
+        let setpriv = setpriv()?;
+        let busybox = busybox_or_say()?;
         if let Err(e) = rocmx_builder::sandbox::check_user_namespaces() {
             eprintln!("skipping: even root cannot create the sandbox's namespaces here:\n{e}");
             return None;
         }
-        // /tmp (not $TMPDIR): every parent must be traversable by uid 65534.
-        let dir = tempfile::Builder::new()
-            .prefix("rocmx-rootless")
-            .tempdir_in("/tmp")
-            .expect("tempdir in /tmp");
-        let d = dir.path();
-        fs::set_permissions(d, fs::Permissions::from_mode(0o700)).unwrap();
-        let bin = d.join("bb/bin");
-        fs::create_dir_all(&bin).unwrap();
-        fs::copy(&busybox, bin.join("sh")).unwrap();
-        for applet in ["cat", "echo", "mkdir", "id"] {
-            symlink("sh", bin.join(applet)).unwrap();
-        }
-        fs::write(d.join("packages.nix"), PACKAGES).unwrap();
-        for sub in ["work", "root", "home", "tmp", "secret"] {
-            fs::create_dir(d.join(sub)).unwrap();
+        let w = Work::in_tmp(
+            "rocmx-rootless",
+            0o700,
+            &busybox,
+            &["cat", "echo", "mkdir", "id"],
+        )
+        .packages(PACKAGES);
+        for sub in ["root", "secret"] {
+            fs::create_dir(w.path(sub)).unwrap();
         }
         // Readable by 65534 on the host: only the sandbox keeps builds away from it.
-        fs::write(d.join("secret/canary"), "TOPSECRET\n").unwrap();
-        fs::set_permissions(d.join("secret/canary"), fs::Permissions::from_mode(0o600)).unwrap();
-        let exe = d.join("rocmx");
-        fs::copy(BIN, &exe).unwrap();
-        fs::set_permissions(&exe, fs::Permissions::from_mode(0o755)).unwrap();
-        chown_tree(d);
-        Some(Fixture { dir, setpriv, exe })
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.dir.path().join(rel)
-    }
-
-    /// The store root given with `--store`.
-    fn root(&self) -> PathBuf {
-        self.path("root")
+        fs::write(w.path("secret/canary"), "TOPSECRET\n").unwrap();
+        fs::set_permissions(w.path("secret/canary"), fs::Permissions::from_mode(0o600)).unwrap();
+        chown_tree(w.dir.path());
+        Some(Fixture { w, setpriv })
     }
 
     /// `rocmx --store ROOT ARGS…` as uid/gid 65534 without supplementary groups, in the
     /// work directory, with HOME and TMPDIR in the test directory.
     fn run(&self, args: &[&str]) -> Output {
-        Command::new(&self.setpriv)
-            .args([
-                "--reuid",
-                "65534",
-                "--regid",
-                "65534",
-                "--clear-groups",
-                "--",
-            ])
-            .arg(&self.exe)
-            .arg("--store")
-            .arg(self.root())
-            .args(args)
-            .env_remove("ROCMX_STORE")
-            .env_remove("XDG_DATA_HOME")
-            .env("HOME", self.path("home"))
-            .env("TMPDIR", self.path("tmp"))
-            .current_dir(self.path("work"))
+        self.command_as_nobody(&self.setpriv, args)
             .output()
             .expect("run setpriv")
     }
@@ -182,14 +136,6 @@ impl Fixture {
         all.extend_from_slice(args);
         let t = self.build(&all);
         serde_json::from_str(&t).unwrap_or_else(|e| panic!("not JSON ({e}): {t}"))
-    }
-
-    /// The host path of a logical output path.
-    fn physical(&self, logical: &str) -> PathBuf {
-        let base = logical
-            .strip_prefix("/rocmx/store/")
-            .unwrap_or_else(|| panic!("not a logical store path: {logical}"));
-        self.root().join("store").join(base)
     }
 
     /// The file `rel` of output `logical` (`""`: the output itself).
@@ -287,16 +233,7 @@ fn a_build_as_uid_65534_cannot_see_the_host() {
     let Some(f) = Fixture::new() else { return };
     let canary = f.path("secret/canary");
     // The canary is there for uid 65534 outside the sandbox.
-    let o = Command::new(&f.setpriv)
-        .args([
-            "--reuid",
-            "65534",
-            "--regid",
-            "65534",
-            "--clear-groups",
-            "--",
-        ])
-        .arg("cat")
+    let o = as_nobody(&f.setpriv, Path::new("cat"))
         .arg(&canary)
         .output()
         .unwrap();

@@ -8,15 +8,12 @@
 //! kernel refuses user namespaces.
 
 mod common;
-use common::{busybox, err, make_writable, out};
+use common::fixture::{succeeded, Work};
+use common::{err, out};
 
 use std::fs;
-use std::os::unix::fs::symlink;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
-use std::sync::OnceLock;
-
-const BIN: &str = env!("CARGO_BIN_EXE_rocmx");
 
 /// `dep` ← `user` (refers to dep); `targets` (structured, gets a list of gfx targets,
 /// a set of flags and the graph of `user`); `graph` (unstructured graph of `user`).
@@ -71,81 +68,34 @@ in { inherit dep user targets graph probe; }
 "#;
 
 /// A work directory holding `packages.nix`, `bb/` and a store root.
-struct Fixture {
-    dir: tempfile::TempDir,
+fn fixture() -> Work {
+    Work::new(&["cat", "cp", "echo", "env", "mkdir", "sed"]).packages(PACKAGES)
 }
 
-impl Fixture {
-    fn new() -> Fixture {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let bin = dir.path().join("bb/bin");
-        fs::create_dir_all(&bin).unwrap();
-        fs::copy(busybox().expect("busybox"), bin.join("sh")).unwrap();
-        for applet in ["cat", "cp", "echo", "env", "mkdir", "sed"] {
-            symlink("sh", bin.join(applet)).unwrap();
-        }
-        fs::write(dir.path().join("packages.nix"), PACKAGES).unwrap();
-        Fixture { dir }
-    }
-
+impl Work {
     /// `rocmx --store ROOT build --file packages.nix ATTR --no-link --print-out-paths`.
     fn run_build(&self, attr: &str) -> Output {
-        Command::new(BIN)
-            .env_remove("ROCMX_STORE")
-            .current_dir(self.dir.path())
-            .arg("--store")
-            .arg(self.dir.path().join("root"))
-            .args(["build", "--file", "packages.nix", attr])
-            .args(["--no-link", "--print-out-paths"])
-            .output()
-            .expect("run rocmx")
+        self.run(&[
+            "build",
+            "--file",
+            "packages.nix",
+            attr,
+            "--no-link",
+            "--print-out-paths",
+        ])
     }
 
     /// The output path of `attr`, built.
     fn build(&self, attr: &str) -> String {
-        let o = self.run_build(attr);
-        assert!(
-            o.status.success(),
-            "building {attr} failed ({:?}):\nstdout: {}\nstderr: {}",
-            o.status,
-            out(&o),
-            err(&o)
-        );
-        out(&o).trim().to_string()
-    }
-
-    /// Where the logical store path `p` is on the host.
-    fn physical(&self, p: &str) -> PathBuf {
-        let base = p.strip_prefix("/rocmx/store/").expect("logical path");
-        self.dir.path().join("root/store").join(base)
+        succeeded(&format!("building {attr}"), &self.run_build(attr))
+            .trim()
+            .to_string()
     }
 }
 
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        make_writable(self.dir.path());
-    }
-}
-
-/// Whether builds can run here (busybox, user namespaces); says why not once.
+/// Whether builds can run here (see [`common::fixture::can_build`]).
 fn can_build() -> bool {
-    static OK: OnceLock<bool> = OnceLock::new();
-    *OK.get_or_init(|| {
-        if busybox().is_none() {
-            eprintln!("SKIP: no busybox (install busybox-static)");
-            return false;
-        }
-        let o = Fixture::new().run_build("probe");
-        if o.status.success() {
-            return true;
-        }
-        let e = err(&o);
-        if e.to_lowercase().contains("namespace") {
-            eprintln!("SKIP: the sandbox cannot run here:\n{e}");
-            return false;
-        }
-        panic!("a trivial build failed:\n{e}");
-    })
+    common::fixture::can_build(|| fixture().run_build("probe"))
 }
 
 fn read(p: &Path) -> String {
@@ -157,7 +107,7 @@ fn structured_attributes_reach_the_builder_as_files() {
     if !can_build() {
         return;
     }
-    let f = Fixture::new();
+    let f = fixture();
     let out_path = f.build("targets");
     let out_dir = f.physical(&out_path);
 
@@ -260,7 +210,7 @@ fn export_references_graph_without_structured_attributes_writes_a_file() {
     if !can_build() {
         return;
     }
-    let f = Fixture::new();
+    let f = fixture();
     let out_path = f.build("graph");
     let user = f.build("user");
     let dep = f.build("dep");

@@ -12,15 +12,14 @@ mod dry_run;
 mod serve;
 
 use std::fs;
-use std::os::unix::fs::symlink;
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::{err, make_writable, out};
+use common::fixture::{busybox_or_skip, sandbox_refused, Work, BIN};
+use common::{err, out};
 use rocmx_cache::keys::SecretKey;
 use rocmx_cache::narinfo::NarInfo;
-
-const BIN: &str = env!("CARGO_BIN_EXE_rocmx");
 
 const PACKAGES: &str = r#"
 let
@@ -37,55 +36,33 @@ let
 in { inherit a b; }
 "#;
 
-struct Fx {
-    dir: tempfile::TempDir,
-}
+/// The work directory of the cache tests: `p.nix`, busybox, and stores named by their
+/// directory in it.
+struct Fx(Work);
 
-impl Drop for Fx {
-    fn drop(&mut self) {
-        make_writable(self.dir.path());
+impl Deref for Fx {
+    type Target = Work;
+    fn deref(&self) -> &Work {
+        &self.0
     }
 }
 
 impl Fx {
     fn new() -> Option<Fx> {
-        let bb = ["/usr/bin/busybox", "/bin/busybox"]
-            .iter()
-            .map(PathBuf::from)
-            .find(|p| p.exists());
-        let Some(bb) = bb else {
-            eprintln!("SKIP: no busybox (install busybox-static)");
-            return None;
-        };
-        let dir = tempfile::tempdir().unwrap();
-        let bin = dir.path().join("bb/bin");
-        fs::create_dir_all(&bin).unwrap();
-        fs::copy(bb, bin.join("sh")).unwrap();
-        for applet in ["echo", "mkdir", "cat"] {
-            symlink("sh", bin.join(applet)).unwrap();
-        }
-        fs::write(dir.path().join("p.nix"), PACKAGES).unwrap();
-        Some(Fx { dir })
+        busybox_or_skip()?;
+        let w = Work::new(&["echo", "mkdir", "cat"]);
+        w.write("p.nix", PACKAGES);
+        Some(Fx(w))
     }
 
-    fn p(&self, rel: &str) -> PathBuf {
-        self.dir.path().join(rel)
-    }
-
+    /// `rocmx --store DIR/STORE ARGS…`.
     fn run(&self, store: &str, args: &[&str]) -> Output {
-        Command::new(BIN)
-            .arg("--store")
-            .arg(self.p(store))
-            .args(args)
-            .env("ROCMX_CONFIG", "")
-            .env("XDG_CONFIG_HOME", self.p("noconfig"))
-            .output()
-            .unwrap()
+        self.run_in(&self.path(store), args)
     }
 
     /// Builds `b` in store `s1`, makes key `k-1`, pushes; gives (b's path, public key).
     fn filled_cache(&self) -> Option<(String, String)> {
-        let nix = self.p("p.nix");
+        let nix = self.path("p.nix");
         let o = self.run(
             "s1",
             &[
@@ -97,13 +74,12 @@ impl Fx {
                 "--print-out-paths",
             ],
         );
-        if !o.status.success() && err(&o).to_lowercase().contains("namespace") {
-            eprintln!("SKIP: the sandbox cannot run here:\n{}", err(&o));
+        if sandbox_refused(&o) {
             return None;
         }
         assert!(o.status.success(), "{}", err(&o));
         let b = out(&o).trim().to_string();
-        let sk = self.p("k.secret");
+        let sk = self.path("k.secret");
         let o = Command::new(BIN)
             .args(["key", "generate", "k-1", "--secret-key-file"])
             .arg(&sk)
@@ -112,7 +88,7 @@ impl Fx {
         assert!(o.status.success(), "{}", err(&o));
         let pk = out(&o).trim().to_string();
         assert!(pk.starts_with("k-1:"), "{pk}");
-        let cache = format!("file://{}", self.p("cache").display());
+        let cache = format!("file://{}", self.path("cache").display());
         let o = self.run(
             "s1",
             &[
@@ -187,7 +163,7 @@ fn a_pushed_closure_fills_an_empty_store() {
     let Some((b, pk)) = fx.filled_cache() else {
         return;
     };
-    let cache = fx.p("cache");
+    let cache = fx.path("cache");
     assert!(cache.join("rocmx-cache-info").is_file());
     assert_eq!(narinfos(&cache).len(), 2);
     let reals: Vec<_> = fs::read_dir(cache.join("realisations")).unwrap().collect();
@@ -197,7 +173,7 @@ fn a_pushed_closure_fills_an_empty_store() {
     assert_eq!(ni.references.len(), 1);
 
     // Pushing again writes nothing new.
-    let sk = fx.p("k.secret");
+    let sk = fx.path("k.secret");
     let url = format!("file://{}", cache.display());
     let o = fx.run(
         "s1",
@@ -221,7 +197,7 @@ fn a_pushed_closure_fills_an_empty_store() {
     assert!(o.status.success(), "{}", err(&o));
     assert!(err(&o).contains("fetched 2 paths"), "{}", err(&o));
     let real = fx
-        .p("s2")
+        .path("s2")
         .join("store")
         .join(b.trim_start_matches("/rocmx/store/"));
     assert_eq!(fs::read_to_string(real.join("b")).unwrap(), "B\n");
@@ -240,8 +216,8 @@ fn a_tampered_cache_is_refused_and_nothing_is_registered() {
     let Some((b, pk)) = fx.filled_cache() else {
         return;
     };
-    let good = fx.p("cache");
-    let key = SecretKey::parse(&fs::read_to_string(fx.p("k.secret")).unwrap()).unwrap();
+    let good = fx.path("cache");
+    let key = SecretKey::parse(&fs::read_to_string(fx.path("k.secret")).unwrap()).unwrap();
     let other = SecretKey::generate("k-1").unwrap();
 
     type Tamper = Box<dyn Fn(&Path)>;
@@ -326,7 +302,7 @@ fn a_tampered_cache_is_refused_and_nothing_is_registered() {
         ("traversal", traversal, "its archive is unusable"),
     ];
     for (i, (what, tamper, needle)) in cases.into_iter().enumerate() {
-        let c = fx.p(&format!("bad-{what}"));
+        let c = fx.path(&format!("bad-{what}"));
         copy_dir(&good, &c);
         tamper(&c);
         let store = format!("t{i}");
@@ -336,7 +312,7 @@ fn a_tampered_cache_is_refused_and_nothing_is_registered() {
         assert!(e.contains(needle), "{what}: {e}");
         let o = fx.run(&store, &["path-info", &b]);
         assert!(!o.status.success(), "{what}: {b} was registered");
-        if let Ok(rd) = fs::read_dir(fx.p(&store).join("store")) {
+        if let Ok(rd) = fs::read_dir(fx.path(&store).join("store")) {
             let names: Vec<String> = rd
                 .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
                 .filter(|n| !n.starts_with('.') && n.ends_with("cached-b"))
@@ -366,7 +342,7 @@ fn build_from(
     pk: &str,
     extra: &[&str],
 ) -> (Output, serde_json::Value) {
-    let nix = fx.p("p.nix");
+    let nix = fx.path("p.nix");
     let mut args = vec![
         "build",
         "-f",
@@ -392,7 +368,7 @@ fn build_substitutes_instead_of_building() {
     let Some((b, pk)) = fx.filled_cache() else {
         return;
     };
-    let cache = fx.p("cache");
+    let cache = fx.path("cache");
     let (o, v) = build_json(&fx, "s2", &cache, &pk, &[]);
     assert!(o.status.success(), "{}", err(&o));
     assert_eq!(v["built"], serde_json::json!([]), "{v}");
@@ -436,8 +412,8 @@ fn a_cache_that_fails_to_deliver_needs_fallback() {
     let Some((_b, pk)) = fx.filled_cache() else {
         return;
     };
-    let bad = fx.p("bad");
-    copy_dir(&fx.p("cache"), &bad);
+    let bad = fx.path("bad");
+    copy_dir(&fx.path("cache"), &bad);
     let (_, ni) = narinfo_of(&bad, "cached-b");
     fs::write(
         bad.join(&ni.url),
@@ -550,7 +526,7 @@ fn an_http_cache_served_by_nginx_substitutes() {
     let Some((b, pk)) = fx.filled_cache() else {
         return;
     };
-    let cache = fx.p("cache");
+    let cache = fx.path("cache");
     // nginx, when not running as root, must be able to reach it.
     use std::os::unix::fs::PermissionsExt;
     fs::set_permissions(fx.dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
@@ -611,7 +587,10 @@ fn a_cache_that_errors_or_never_answers_is_skipped() {
     };
     for (i, status) in [Some(500), None].into_iter().enumerate() {
         let port = broken_server(status);
-        let urls = format!("http://127.0.0.1:{port} file://{}", fx.p("cache").display());
+        let urls = format!(
+            "http://127.0.0.1:{port} file://{}",
+            fx.path("cache").display()
+        );
         let (o, v) = build_from(
             &fx,
             &format!("e{i}"),
@@ -641,8 +620,8 @@ fn a_realisation_signed_by_an_untrusted_key_is_not_used() {
     let Some((_b, pk)) = fx.filled_cache() else {
         return;
     };
-    let c = fx.p("forged");
-    copy_dir(&fx.p("cache"), &c);
+    let c = fx.path("forged");
+    copy_dir(&fx.path("cache"), &c);
     let other = SecretKey::generate("k-1").unwrap();
     for e in fs::read_dir(c.join("realisations")).unwrap() {
         let f = e.unwrap().path();

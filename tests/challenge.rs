@@ -9,15 +9,14 @@
 mod common;
 
 use std::fs;
-use std::os::unix::fs::symlink;
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::{busybox, err, make_writable, out};
+use common::fixture::{busybox_or_skip, sandbox_refused, Work, BIN};
+use common::{err, out};
 use rocmx_cache::keys::SecretKey;
 use rocmx_cache::realisation::Realisation;
-
-const BIN: &str = env!("CARGO_BIN_EXE_rocmx");
 
 /// `a` and `b` are deterministic, `random` is not (and refers to `a`).
 const PACKAGES: &str = r#"
@@ -36,8 +35,10 @@ let
 in { inherit a b random; }
 "#;
 
+/// The work directory (`p.nix`, busybox, stores and caches named by their directory in
+/// it) with both stores built and pushed.
 struct Fx {
-    dir: tempfile::TempDir,
+    w: Work,
     /// The public keys of k-1 (cache c1, store s1) and k-2 (cache c2, store s2).
     pk1: String,
     pk2: String,
@@ -46,21 +47,11 @@ struct Fx {
     s2: Vec<(String, String)>,
 }
 
-impl Drop for Fx {
-    fn drop(&mut self) {
-        make_writable(self.dir.path());
+impl Deref for Fx {
+    type Target = Work;
+    fn deref(&self) -> &Work {
+        &self.w
     }
-}
-
-fn run_in(dir: &Path, store: &str, args: &[&str]) -> Output {
-    Command::new(BIN)
-        .arg("--store")
-        .arg(dir.join(store))
-        .args(args)
-        .env("ROCMX_CONFIG", "")
-        .env("XDG_CONFIG_HOME", dir.join("noconfig"))
-        .output()
-        .unwrap()
 }
 
 /// `rocmx key generate NAME` into `dir/NAME.secret`; the public key.
@@ -76,11 +67,10 @@ fn key(dir: &Path, name: &str) -> String {
 
 /// Builds the three packages in `store` (nothing substituted); their outputs, in
 /// attribute order (a, b, random). `None` when the sandbox cannot run here.
-fn build_all(dir: &Path, store: &str) -> Option<Vec<(String, String)>> {
-    let nix = dir.join("p.nix");
-    let o = run_in(
-        dir,
-        store,
+fn build_all(w: &Work, store: &str) -> Option<Vec<(String, String)>> {
+    let nix = w.path("p.nix");
+    let o = w.run_in(
+        &w.path(store),
         &[
             "build",
             "-f",
@@ -90,8 +80,7 @@ fn build_all(dir: &Path, store: &str) -> Option<Vec<(String, String)>> {
             "--offline",
         ],
     );
-    if !o.status.success() && err(&o).to_lowercase().contains("namespace") {
-        eprintln!("SKIP: the sandbox cannot run here:\n{}", err(&o));
+    if sandbox_refused(&o) {
         return None;
     }
     assert!(o.status.success(), "{}", err(&o));
@@ -109,24 +98,15 @@ fn build_all(dir: &Path, store: &str) -> Option<Vec<(String, String)>> {
 impl Fx {
     /// Both stores built and pushed: s1 → c1 signed by k-1, s2 → c2 signed by k-2.
     fn new() -> Option<Fx> {
-        let Some(bb) = busybox() else {
-            eprintln!("SKIP: no busybox (install busybox-static)");
-            return None;
-        };
-        let dir = tempfile::tempdir().unwrap();
-        let bin = dir.path().join("bb/bin");
-        fs::create_dir_all(&bin).unwrap();
-        fs::copy(bb, bin.join("sh")).unwrap();
-        for applet in ["echo", "mkdir", "cat"] {
-            symlink("sh", bin.join(applet)).unwrap();
-        }
-        fs::write(dir.path().join("p.nix"), PACKAGES).unwrap();
-        let pk1 = key(dir.path(), "k-1");
-        let pk2 = key(dir.path(), "k-2");
-        let s1 = build_all(dir.path(), "s1")?;
-        let s2 = build_all(dir.path(), "s2").expect("the sandbox ran for s1");
+        busybox_or_skip()?;
+        let w = Work::new(&["echo", "mkdir", "cat"]);
+        w.write("p.nix", PACKAGES);
+        let pk1 = key(w.dir.path(), "k-1");
+        let pk2 = key(w.dir.path(), "k-2");
+        let s1 = build_all(&w, "s1")?;
+        let s2 = build_all(&w, "s2").expect("the sandbox ran for s1");
         let fx = Fx {
-            dir,
+            w,
             pk1,
             pk2,
             s1,
@@ -137,22 +117,19 @@ impl Fx {
         Some(fx)
     }
 
-    fn p(&self, rel: &str) -> PathBuf {
-        self.dir.path().join(rel)
-    }
-
     fn url(&self, cache: &str) -> String {
-        format!("file://{}", self.p(cache).display())
+        format!("file://{}", self.path(cache).display())
     }
 
+    /// `rocmx --store DIR/STORE ARGS…`.
     fn run(&self, store: &str, args: &[&str]) -> Output {
-        run_in(self.dir.path(), store, args)
+        self.run_in(&self.path(store), args)
     }
 
     fn push(&self, store: &str, cache: &str, key: &str) {
         let outs = if store == "s1" { &self.s1 } else { &self.s2 };
         let url = self.url(cache);
-        let sk = self.p(&format!("{key}.secret"));
+        let sk = self.path(&format!("{key}.secret"));
         let mut args = vec!["copy", "--to", &url];
         args.extend(outs.iter().map(|(_, p)| p.as_str()));
         args.extend(["--option", "secret-key-files", sk.to_str().unwrap()]);
@@ -166,7 +143,7 @@ impl Fx {
 
     /// `rocmx challenge -f p.nix [attrs…]` in `store` against `urls`.
     fn challenge(&self, store: &str, urls: &str, extra: &[&str]) -> Output {
-        let nix = self.p("p.nix");
+        let nix = self.path("p.nix");
         let trusted = self.trusted();
         let mut args = vec![
             "challenge",
@@ -185,7 +162,7 @@ impl Fx {
     /// `rocmx build --json -f p.nix [attrs…]` in `store`, substituting from c1 and c2,
     /// both keys trusted.
     fn build_from_both(&self, store: &str, extra: &[&str]) -> (Output, serde_json::Value) {
-        let nix = self.p("p.nix");
+        let nix = self.path("p.nix");
         let urls = format!("{} {}", self.url("c1"), self.url("c2"));
         let trusted = self.trusted();
         let mut args = vec![
@@ -349,7 +326,7 @@ fn challenge_names_the_one_non_deterministic_derivation_and_quorum_refuses_it() 
 
     // Two signatures from one key are one signer: with k-1's cache twice, still refused.
     let urls_same = format!("{} {}", fx.url("c1"), fx.url("c1"));
-    let nix = fx.p("p.nix");
+    let nix = fx.path("p.nix");
     let o = fx.run(
         "s5",
         &[
@@ -467,7 +444,7 @@ fn failing_server() -> u16 {
 fn bad_cache_records_are_that_caches_problem() {
     let Some(fx) = Fx::new() else { return };
     // c2 with garbage for a's realisation, and b's signed by a key nobody trusts.
-    let bad = fx.p("c2");
+    let bad = fx.path("c2");
     let a_files = realisation_files(&bad, "ch-a");
     let b_files = realisation_files(&bad, "ch-b");
     assert_eq!((a_files.len(), b_files.len()), (1, 1));

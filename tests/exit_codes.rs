@@ -6,15 +6,11 @@
 //! skip, saying why, when busybox is missing or the sandbox cannot run.
 
 mod common;
-use common::{busybox, err, make_writable};
+use common::err;
+use common::fixture::{Work, BIN};
 
-use std::fs;
-use std::os::unix::fs::symlink;
 use std::process::{Command, Output};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
-
-const BIN: &str = env!("CARGO_BIN_EXE_rocmx");
 
 /// The SRI SHA-256 of the empty file: not what the fixed-output builders below write.
 const EMPTY_SHA256: &str = "sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=";
@@ -46,40 +42,11 @@ in {
 "#;
 
 /// A work directory with `packages.nix`, `bb/` and a store root.
-struct Fixture {
-    dir: tempfile::TempDir,
+fn fixture() -> Work {
+    Work::new(&["cat", "echo", "sleep"]).packages(&PACKAGES.replace("@EMPTY@", EMPTY_SHA256))
 }
 
-impl Fixture {
-    fn new() -> Fixture {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let bin = dir.path().join("bb/bin");
-        fs::create_dir_all(&bin).unwrap();
-        fs::copy(busybox().expect("busybox"), bin.join("sh")).unwrap();
-        for applet in ["cat", "echo", "sleep"] {
-            symlink("sh", bin.join(applet)).unwrap();
-        }
-        fs::write(
-            dir.path().join("packages.nix"),
-            PACKAGES.replace("@EMPTY@", EMPTY_SHA256),
-        )
-        .unwrap();
-        Fixture { dir }
-    }
-
-    /// `rocmx --store ROOT ARGS…` with no configuration file.
-    fn run(&self, args: &[&str]) -> Output {
-        Command::new(BIN)
-            .env_remove("ROCMX_STORE")
-            .env("ROCMX_CONFIG", "")
-            .current_dir(self.dir.path())
-            .arg("--store")
-            .arg(self.dir.path().join("root"))
-            .args(args)
-            .output()
-            .expect("run rocmx")
-    }
-
+impl Work {
     /// `rocmx build --file packages.nix --no-link ARGS…`.
     fn build(&self, args: &[&str]) -> Output {
         let mut all = vec!["build", "--file", "packages.nix", "--no-link"];
@@ -88,39 +55,9 @@ impl Fixture {
     }
 }
 
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        make_writable(self.dir.path());
-    }
-}
-
-/// Whether builds can run here (busybox, user namespaces); says why not once.
+/// Whether builds can run here (see [`common::fixture::can_build`]).
 fn can_build() -> bool {
-    static OK: OnceLock<bool> = OnceLock::new();
-    *OK.get_or_init(|| {
-        if busybox().is_none() {
-            eprintln!("SKIP: no busybox (install busybox-static)");
-            return false;
-        }
-        let o = Fixture::new().build(&["ok"]);
-        if o.status.success() {
-            return true;
-        }
-        let e = err(&o);
-        if e.to_lowercase().contains("namespace") {
-            eprintln!("SKIP: the sandbox cannot run here:\n{e}");
-            return false;
-        }
-        panic!("a trivial build failed:\n{e}");
-    })
-}
-
-macro_rules! require_sandbox {
-    () => {
-        if !can_build() {
-            return;
-        }
-    };
+    common::fixture::can_build(|| fixture().build(&["ok"]))
 }
 
 #[track_caller]
@@ -131,7 +68,7 @@ fn assert_code(o: &Output, code: i32) {
 #[test]
 fn a_failed_build_exits_100() {
     require_sandbox!();
-    let f = Fixture::new();
+    let f = fixture();
     let o = f.build(&["bad"]);
     assert_code(&o, 100);
     assert!(err(&o).contains("the-failure"), "{}", err(&o));
@@ -143,7 +80,7 @@ fn a_failed_build_exits_100() {
 #[test]
 fn a_timeout_exits_101() {
     require_sandbox!();
-    let f = Fixture::new();
+    let f = fixture();
     let t = Instant::now();
     let o = f.build(&["slow", "--timeout", "1"]);
     assert_code(&o, 101);
@@ -157,7 +94,7 @@ fn a_timeout_exits_101() {
 #[test]
 fn a_fixed_output_hash_mismatch_exits_102() {
     require_sandbox!();
-    let f = Fixture::new();
+    let f = fixture();
     let o = f.build(&["wronghash"]);
     assert_code(&o, 102);
     assert!(err(&o).contains("hash mismatch"), "{}", err(&o));
@@ -166,7 +103,7 @@ fn a_fixed_output_hash_mismatch_exits_102() {
 #[test]
 fn a_check_difference_exits_104() {
     require_sandbox!();
-    let f = Fixture::new();
+    let f = fixture();
     assert_code(&f.build(&["nondet"]), 0);
     let o = f.build(&["nondet", "--check"]);
     assert_code(&o, 104);
@@ -176,7 +113,7 @@ fn a_check_difference_exits_104() {
 #[test]
 fn several_kinds_of_failure_combine_their_bits() {
     require_sandbox!();
-    let f = Fixture::new();
+    let f = fixture();
     // A timeout (1) and a hash mismatch (2), both failures (4): 96 + 7.
     let o = f.build(&["slow", "wronghash", "--keep-going", "--timeout", "1"]);
     assert_code(&o, 103);
@@ -185,20 +122,9 @@ fn several_kinds_of_failure_combine_their_bits() {
 #[test]
 fn evaluation_errors_and_bad_usage_are_not_build_failures() {
     // No build runs: no sandbox needed.
-    let dir = tempfile::tempdir().expect("tempdir");
-    let run = |args: &[&str]| {
-        Command::new(BIN)
-            .env_remove("ROCMX_STORE")
-            .env("ROCMX_CONFIG", "")
-            .arg("--store")
-            .arg(dir.path().join("root"))
-            .args(args)
-            .output()
-            .expect("run rocmx")
-    };
-    assert_code(&run(&["build", "--no-link", "--expr", "throw \"x\""]), 1);
-    assert_code(&run(&["build", "--no-link", "--no-such-flag"]), 2);
-    make_writable(dir.path());
+    let w = Work::empty();
+    assert_code(&w.run(&["build", "--no-link", "--expr", "throw \"x\""]), 1);
+    assert_code(&w.run(&["build", "--no-link", "--no-such-flag"]), 2);
 }
 
 #[test]

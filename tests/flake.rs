@@ -11,8 +11,9 @@
 mod common;
 #[path = "common/flake.rs"]
 mod flakefx;
+use common::fixture::BIN;
 use common::{err, out};
-use flakefx::{git, have_git, Fx, BIN};
+use flakefx::{git, have_git, Fx};
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -4,13 +4,11 @@
 //! and `buildInputs`, never built (their `drvPath`s are not even computed).
 
 mod common;
+use common::fixture::Work;
 use common::{err, out};
 
 use std::fs;
-use std::path::Path;
 use std::process::{Command, Output};
-
-const BIN: &str = env!("CARGO_BIN_EXE_rocmx");
 
 /// A package set in `default.nix`: `app` needs `solver` (gfx-dependent by
 /// flag, broken), `firmware` (from a binary, non-free) and `odd` (whose
@@ -43,36 +41,14 @@ in
 }
 "#;
 
-struct Fx {
-    dir: tempfile::TempDir,
-}
-
-impl Fx {
-    fn new() -> Fx {
-        let dir = tempfile::tempdir().expect("tempdir");
-        fs::create_dir_all(dir.path().join("store")).unwrap();
-        fs::write(dir.path().join("default.nix"), PACKAGES).unwrap();
-        Fx { dir }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(BIN);
-        c.arg("--store")
-            .arg(self.path().join("store"))
-            .args(args)
-            .current_dir(self.path())
-            .env("ROCMX_CONFIG", "/dev/null")
-            .env_remove("HSA_OVERRIDE_GFX_VERSION");
-        c
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.command(args).output().expect("run rocmx")
-    }
+/// A work directory holding `default.nix` and the store `store/`.
+fn fixture() -> Work {
+    let w = Work::empty()
+        .store_at("store")
+        .env_remove("HSA_OVERRIDE_GFX_VERSION");
+    fs::create_dir_all(w.root()).unwrap();
+    w.write("default.nix", PACKAGES);
+    w
 }
 
 fn ok(o: &Output) -> String {
@@ -90,7 +66,7 @@ fn node_line<'a>(dot: &'a str, name: &str) -> &'a str {
 
 #[test]
 fn dot_has_nodes_edges_and_encodings() {
-    let fx = Fx::new();
+    let fx = fixture();
     let dot = ok(&fx.run(&["graph", "default.nix", "-A", "app"]));
     assert!(
         dot.starts_with("digraph closure {\n  rankdir=LR;\n"),
@@ -158,7 +134,7 @@ fn dot_has_nodes_edges_and_encodings() {
 
 #[test]
 fn json_is_exact() {
-    let fx = Fx::new();
+    let fx = fixture();
     let o = fx.run(&["graph", "default.nix", "-A", "small", "--format", "json"]);
     let j: serde_json::Value = serde_json::from_str(&ok(&o)).expect("JSON");
     assert_eq!(
@@ -227,7 +203,7 @@ fn have_dot() -> bool {
 
 #[test]
 fn svg_through_graphviz_or_a_clear_error() {
-    let fx = Fx::new();
+    let fx = fixture();
     if have_dot() {
         let o = fx.run(&["graph", "default.nix", "-A", "app", "--format", "svg"]);
         let svg = ok(&o);
@@ -237,10 +213,10 @@ fn svg_through_graphviz_or_a_clear_error() {
         eprintln!("no Graphviz 'dot' on PATH: only the error is tested");
     }
     // Without dot on PATH.
-    fs::create_dir_all(fx.path().join("empty-bin")).unwrap();
+    fs::create_dir_all(fx.path("empty-bin")).unwrap();
     let o = fx
         .command(&["graph", "default.nix", "-A", "app", "--format", "svg"])
-        .env("PATH", fx.path().join("empty-bin"))
+        .env("PATH", fx.path("empty-bin"))
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", out(&o));
@@ -253,7 +229,7 @@ fn svg_through_graphviz_or_a_clear_error() {
 
 #[test]
 fn evaluation_errors_exit_1() {
-    let fx = Fx::new();
+    let fx = fixture();
     let o = fx.run(&["graph", "default.nix", "-A", "nothing"]);
     assert_eq!(o.status.code(), Some(1), "{}", out(&o));
     assert!(err(&o).contains("error:"), "{}", err(&o));
@@ -265,10 +241,10 @@ fn evaluation_errors_exit_1() {
 /// A flake, with the flake options (`--gfx`) reaching its outputs.
 #[test]
 fn flake_installable_takes_flake_options() {
-    let fx = Fx::new();
-    fs::create_dir_all(fx.path().join("f")).unwrap();
+    let fx = fixture();
+    fs::create_dir_all(fx.path("f")).unwrap();
     fs::write(
-        fx.path().join("f/flake.nix"),
+        fx.path("f/flake.nix"),
         r#"{
   config.gfxTargets = { type = "gfx targets"; default = [ "gfx90a" ]; description = "GPUs"; };
   outputs = { self, config }:
@@ -286,11 +262,7 @@ fn flake_installable_takes_flake_options() {
     let graph = |args: &[&str]| {
         let mut a = vec!["graph"];
         a.extend_from_slice(args);
-        let o = fx
-            .command(&a)
-            .current_dir(fx.path().join("f"))
-            .output()
-            .unwrap();
+        let o = fx.command(&a).current_dir(fx.path("f")).output().unwrap();
         ok(&o)
     };
     let dot = graph(&[]);

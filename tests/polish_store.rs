@@ -9,15 +9,13 @@
 //! when busybox is missing or the kernel refuses user namespaces.
 
 mod common;
-use common::{busybox, err, make_writable, out};
+use common::fixture::{Work, BIN};
+use common::{err, out};
 
 use std::fs;
 use std::os::unix::fs::symlink;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::sync::OnceLock;
-
-const BIN: &str = env!("CARGO_BIN_EXE_rocmx");
+use std::path::Path;
+use std::process::Command;
 
 /// `a` writes a log line; `b` depends on `a` (its output does not refer to it); `t` is a
 /// tree with a symlink inside; `bad` fails.
@@ -38,77 +36,19 @@ let
 in { inherit a b t bad; }
 "#;
 
-/// A work directory (`packages.nix`, `bb/`, `work/`) and store roots under it.
-struct Fixture {
-    dir: tempfile::TempDir,
+/// A work directory (`packages.nix`, `bb/` when busybox is installed, `work/` where
+/// commands run) and store roots under it; user configuration from `config/`.
+fn fixture() -> Work {
+    Work::maybe_busybox(&["cat", "echo", "mkdir", "ln"])
+        .packages(PACKAGES)
+        .in_work_dir()
+        .env_path("XDG_CONFIG_HOME", "config")
 }
 
-impl Fixture {
-    fn new() -> Fixture {
-        let dir = tempfile::tempdir().expect("tempdir");
-        fs::create_dir_all(dir.path().join("work")).unwrap();
-        if let Some(bb) = busybox() {
-            let bin = dir.path().join("bb/bin");
-            fs::create_dir_all(&bin).unwrap();
-            fs::copy(bb, bin.join("sh")).unwrap();
-            for applet in ["cat", "echo", "mkdir", "ln"] {
-                symlink("sh", bin.join(applet)).unwrap();
-            }
-        }
-        fs::write(dir.path().join("packages.nix"), PACKAGES).unwrap();
-        Fixture { dir }
-    }
-
-    fn p(&self, rel: &str) -> PathBuf {
-        self.dir.path().join(rel)
-    }
-
-    /// The main store's root.
-    fn root(&self) -> PathBuf {
-        self.p("root")
-    }
-
-    fn work(&self) -> PathBuf {
-        self.p("work")
-    }
-
-    /// `rocmx --store ROOT <args>` in the work directory, without user configuration.
-    fn run_in(&self, root: &Path, args: &[&str]) -> Output {
-        Command::new(BIN)
-            .env_remove("ROCMX_STORE")
-            .env_remove("ROCMX_CONFIG")
-            .env("XDG_CONFIG_HOME", self.p("config"))
-            .current_dir(self.work())
-            .arg("--store")
-            .arg(root)
-            .args(args)
-            .output()
-            .expect("run rocmx")
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.run_in(&self.root(), args)
-    }
-
-    fn ok_in(&self, root: &Path, args: &[&str]) -> String {
-        let o = self.run_in(root, args);
-        assert!(
-            o.status.success(),
-            "rocmx {args:?} failed ({:?}):\nstdout: {}\nstderr: {}",
-            o.status,
-            out(&o),
-            err(&o)
-        );
-        out(&o)
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        self.ok_in(&self.root(), args)
-    }
-
+impl Work {
     /// `rocmx build --file packages.nix ARGS…`.
     fn build(&self, args: &[&str]) -> String {
-        let nix = self.p("packages.nix");
+        let nix = self.nix();
         let mut all = vec!["build", "--file", nix.to_str().unwrap()];
         all.extend_from_slice(args);
         self.ok(&all)
@@ -116,10 +56,7 @@ impl Fixture {
 
     /// The `.drv` path of attribute `attr`.
     fn drv_path(&self, attr: &str) -> String {
-        let expr = format!(
-            "(import {}).{attr}.drvPath",
-            self.p("packages.nix").display()
-        );
+        let expr = format!("(import {}).{attr}.drvPath", self.nix().display());
         let s = self.ok(&["eval", "--expr", &expr]);
         s.trim().trim_matches('"').to_string()
     }
@@ -137,41 +74,9 @@ impl Fixture {
     }
 }
 
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        make_writable(self.dir.path());
-    }
-}
-
-/// Whether builds can run here (busybox, user namespaces); says why not, once.
+/// Whether builds can run here (see [`common::fixture::can_build`]).
 fn can_build() -> bool {
-    static OK: OnceLock<bool> = OnceLock::new();
-    *OK.get_or_init(|| {
-        if busybox().is_none() {
-            eprintln!("SKIP: no busybox (install busybox-static)");
-            return false;
-        }
-        let f = Fixture::new();
-        let nix = f.p("packages.nix");
-        let o = f.run(&["build", "--file", nix.to_str().unwrap(), "a", "--no-link"]);
-        if o.status.success() {
-            return true;
-        }
-        let e = err(&o);
-        if e.to_lowercase().contains("namespace") {
-            eprintln!("SKIP: the sandbox cannot run here:\n{e}");
-            return false;
-        }
-        panic!("a trivial build failed:\n{e}");
-    })
-}
-
-macro_rules! require_sandbox {
-    () => {
-        if !can_build() {
-            return;
-        }
-    };
+    common::fixture::can_build(|| fixture().build_file(&["a", "--no-link"]))
 }
 
 fn lines(s: &str) -> Vec<String> {
@@ -181,7 +86,7 @@ fn lines(s: &str) -> Vec<String> {
 #[test]
 fn gc_keeps_the_derivations_of_live_outputs_unless_told_not_to() {
     require_sandbox!();
-    let f = Fixture::new();
+    let f = fixture();
     let b_out = f.build(&["b", "--print-out-paths"]).trim().to_string();
     let (a_drv, b_drv) = (f.drv_path("a"), f.drv_path("b"));
     let a_out = f
@@ -212,9 +117,26 @@ fn gc_keeps_the_derivations_of_live_outputs_unless_told_not_to() {
         "{j}"
     );
 
+    // `store delete` refuses what gc keeps: the deriver of the live result.
+    let o = f.run(&["store", "delete", &b_drv]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        err(&o).contains(&format!(
+            "cannot delete {b_drv}: it is kept alive by the live path {b_out} \
+             (keep-derivations is on)"
+        )),
+        "{}",
+        err(&o)
+    );
+    assert!(f.valid(&b_drv));
+
     // A setting in rocmx.conf: keep-derivations = false lets them go.
-    fs::create_dir_all(f.p("config/rocmx")).unwrap();
-    fs::write(f.p("config/rocmx/rocmx.conf"), "keep-derivations = false\n").unwrap();
+    fs::create_dir_all(f.path("config/rocmx")).unwrap();
+    fs::write(
+        f.path("config/rocmx/rocmx.conf"),
+        "keep-derivations = false\n",
+    )
+    .unwrap();
     let dry = lines(&f.ok(&["store", "gc", "--dry-run"]));
     assert!(dry.contains(&b_drv) && dry.contains(&a_drv), "{dry:?}");
     // --option wins over the file.
@@ -230,6 +152,16 @@ fn gc_keeps_the_derivations_of_live_outputs_unless_told_not_to() {
     let gone = lines(&f.ok(&["store", "gc"]));
     assert!(gone.contains(&b_drv), "{gone:?}");
     assert!(f.valid(&b_out) && !f.valid(&b_drv));
+    // The result's deriver is gone: said so, not a raw "No such file".
+    let o = f.run(&["derivation", "show", "result"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        err(&o).contains(&format!(
+            "was built by '{b_drv}', which is no longer in the store"
+        )),
+        "{}",
+        err(&o)
+    );
 
     // A bad value is named.
     let o = f.run(&["store", "gc", "--option", "keep-outputs", "yes"]);
@@ -244,11 +176,11 @@ fn gc_keeps_the_derivations_of_live_outputs_unless_told_not_to() {
 #[test]
 fn log_is_found_after_gc_deleted_the_derivation() {
     require_sandbox!();
-    let f = Fixture::new();
+    let f = fixture();
     f.build(&["b"]);
     let (a_drv, b_drv) = (f.drv_path("a"), f.drv_path("b"));
     // The failure message names the command to run.
-    let nix = f.p("packages.nix");
+    let nix = f.path("packages.nix");
     let o = f.run(&["build", "--file", nix.to_str().unwrap(), "bad", "--no-link"]);
     assert!(!o.status.success());
     let bad_drv = f.drv_path("bad");
@@ -285,22 +217,22 @@ fn log_is_found_after_gc_deleted_the_derivation() {
         err(&o)
     );
     // An added path was not built.
-    fs::write(f.p("plain"), "x").unwrap();
-    let added = f.ok(&["store", "add", f.p("plain").to_str().unwrap()]);
+    fs::write(f.path("plain"), "x").unwrap();
+    let added = f.ok(&["store", "add", f.path("plain").to_str().unwrap()]);
     let o = f.run(&["log", added.trim()]);
     assert!(err(&o).contains("has no build log"), "{}", err(&o));
 }
 
 #[test]
 fn a_link_into_another_store_names_that_store() {
-    let f = Fixture::new();
-    let other = f.p("other");
-    fs::write(f.p("file"), "content").unwrap();
-    let sp = f.ok_in(&other, &["store", "add", f.p("file").to_str().unwrap()]);
+    let f = fixture();
+    let other = f.path("other");
+    fs::write(f.path("file"), "content").unwrap();
+    let sp = f.ok_in(&other, &["store", "add", f.path("file").to_str().unwrap()]);
     let base = sp.trim().strip_prefix("/rocmx/store/").unwrap().to_string();
-    symlink(other.join("store").join(&base), f.work().join("result-3")).unwrap();
+    symlink(other.join("store").join(&base), f.cwd().join("result-3")).unwrap();
     // Through a chain of links, and a path under the other store given directly.
-    symlink("result-3", f.work().join("chain")).unwrap();
+    symlink("result-3", f.cwd().join("chain")).unwrap();
     let direct = other.join("store").join(&base);
     let here = f.root();
     for arg in ["result-3", "chain", direct.to_str().unwrap()] {
@@ -341,10 +273,10 @@ fn a_link_into_another_store_names_that_store() {
 
 #[test]
 fn path_info_json_shows_content_addresses_of_added_and_imported_paths() {
-    let f = Fixture::new();
-    fs::write(f.p("file"), "content").unwrap();
+    let f = fixture();
+    fs::write(f.path("file"), "content").unwrap();
     let added = f
-        .ok(&["store", "add", f.p("file").to_str().unwrap()])
+        .ok(&["store", "add", f.path("file").to_str().unwrap()])
         .trim()
         .to_string();
     let ca = f.info(&f.root(), &added)["ca"].clone();
@@ -357,7 +289,7 @@ fn path_info_json_shows_content_addresses_of_added_and_imported_paths() {
             "store",
             "add-fixed",
             "sha256",
-            f.p("file").to_str().unwrap(),
+            f.path("file").to_str().unwrap(),
         ])
         .trim()
         .to_string();
@@ -368,7 +300,7 @@ fn path_info_json_shows_content_addresses_of_added_and_imported_paths() {
     );
 
     // Through a binary cache into another store: the same content address.
-    let sk = f.p("k.secret");
+    let sk = f.path("k.secret");
     let o = Command::new(BIN)
         .args(["key", "generate", "k-1", "--secret-key-file"])
         .arg(&sk)
@@ -376,7 +308,7 @@ fn path_info_json_shows_content_addresses_of_added_and_imported_paths() {
         .unwrap();
     assert!(o.status.success(), "{}", err(&o));
     let pk = out(&o).trim().to_string();
-    let cache = format!("file://{}", f.p("cache").display());
+    let cache = format!("file://{}", f.path("cache").display());
     f.ok(&[
         "copy",
         "--to",
@@ -386,7 +318,7 @@ fn path_info_json_shows_content_addresses_of_added_and_imported_paths() {
         "secret-key-files",
         sk.to_str().unwrap(),
     ]);
-    let other = f.p("other");
+    let other = f.path("other");
     f.ok_in(
         &other,
         &[
@@ -405,7 +337,7 @@ fn path_info_json_shows_content_addresses_of_added_and_imported_paths() {
 #[test]
 fn built_outputs_show_their_content_address_and_ls_follows_the_result_link() {
     require_sandbox!();
-    let f = Fixture::new();
+    let f = fixture();
     let t = f.build(&["t", "--print-out-paths"]).trim().to_string();
     let info = f.info(&f.root(), "result");
     assert_eq!(info["path"], t.as_str());
@@ -431,13 +363,13 @@ fn built_outputs_show_their_content_address_and_ls_follows_the_result_link() {
     assert_eq!(f.ok(&["store", "ls", "-lR", &t]), listing);
     assert_eq!(f.ok(&["store", "ls", "result"]), "./link\n./sub\n");
     // A link to a file shows the file under the name given.
-    fs::create_dir_all(f.work().join("d")).unwrap();
+    fs::create_dir_all(f.cwd().join("d")).unwrap();
     symlink(
         f.root()
             .join("store")
             .join(t.strip_prefix("/rocmx/store/").unwrap())
             .join("sub/f"),
-        f.work().join("d/flink"),
+        f.cwd().join("d/flink"),
     )
     .unwrap();
     assert_eq!(

@@ -8,62 +8,36 @@
 //! skips, saying why, when busybox or the sandbox is missing.
 
 mod common;
-use common::{busybox, err, make_writable, out};
+use common::fixture::{busybox_or_skip, Work, BIN};
+use common::{err, out};
 
 use std::fs;
 use std::io::{Read, Write};
-use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-const BIN: &str = env!("CARGO_BIN_EXE_rocmx");
 /// The prompt, without its trailing space (tmux's captures drop it).
 const PROMPT: &str = "rocmx-repl>";
 
 /// A temporary directory with `root/` (the store), `state/`, `config/` and
 /// `work/` (where the repl runs).
-struct Fixture {
-    dir: tempfile::TempDir,
+fn fixture() -> Work {
+    let w = Work::empty()
+        .in_work_dir()
+        .env_path("XDG_CONFIG_HOME", "config")
+        .env_path("XDG_STATE_HOME", "state");
+    for d in ["state", "config"] {
+        fs::create_dir_all(w.path(d)).unwrap();
+    }
+    w
 }
 
-impl Fixture {
-    fn new() -> Fixture {
-        let dir = tempfile::tempdir().expect("tempdir");
-        for d in ["work", "state", "config"] {
-            fs::create_dir_all(dir.path().join(d)).unwrap();
-        }
-        Fixture { dir }
-    }
-
-    fn path(&self, p: &str) -> PathBuf {
-        self.dir.path().join(p)
-    }
-
-    fn write(&self, p: &str, text: &str) {
-        let p = self.path(p);
-        fs::create_dir_all(p.parent().unwrap()).unwrap();
-        fs::write(p, text).unwrap();
-    }
-
-    fn command(&self) -> Command {
-        let mut c = Command::new(BIN);
-        c.env_remove("ROCMX_STORE")
-            .env("ROCMX_CONFIG", "")
-            .env("XDG_CONFIG_HOME", self.path("config"))
-            .env("XDG_STATE_HOME", self.path("state"))
-            .current_dir(self.path("work"))
-            .arg("--store")
-            .arg(self.path("root"));
-        c
-    }
-
+impl Work {
     /// `rocmx repl ARGS…` with `input` on standard input.
     fn repl(&self, args: &[&str], input: &str) -> Output {
         let mut child = self
-            .command()
-            .arg("repl")
+            .command(&["repl"])
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -88,18 +62,12 @@ impl Fixture {
     }
 }
 
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        make_writable(self.dir.path());
-    }
-}
-
 const SET_NIX: &str =
     r#"{ greeting = "hello"; nested = { inner = [ 1 "two" { deep = true; } ]; }; n = 41; }"#;
 
 #[test]
 fn piped_session() {
-    let f = Fixture::new();
+    let f = fixture();
     f.write("work/set.nix", SET_NIX);
     let input = "\
 1 + 2
@@ -134,7 +102,7 @@ Added 3 variables.
     assert_eq!(stdout, expected, "stderr: {}", err(&o));
     // The error is rendered as `rocmx eval` renders it.
     let eval = f
-        .command()
+        .command(&[])
         .args(["eval", "--expr", "undefinedVar + 1"])
         .output()
         .unwrap();
@@ -145,7 +113,7 @@ Added 3 variables.
 
 #[test]
 fn printing_bindings_and_multi_line_input() {
-    let f = Fixture::new();
+    let f = fixture();
     let input = "\
 s = { a = 1; b = throw \"lazy\"; }
 s.a
@@ -181,7 +149,7 @@ a == 1
 
 #[test]
 fn commands_docs_and_errors() {
-    let f = Fixture::new();
+    let f = fixture();
     let input = "\
 :doc map
 :doc builtins.attrNames
@@ -216,9 +184,9 @@ fn commands_docs_and_errors() {
 /// Every name of the `builtins` set has a `:doc` entry.
 #[test]
 fn docs_cover_every_builtin() {
-    let f = Fixture::new();
+    let f = fixture();
     let names = f
-        .command()
+        .command(&[])
         .args(["eval", "--json", "--expr", "builtins.attrNames builtins"])
         .output()
         .unwrap();
@@ -232,7 +200,7 @@ fn docs_cover_every_builtin() {
 
 #[test]
 fn loading_files_and_flakes() {
-    let f = Fixture::new();
+    let f = fixture();
     f.write("work/set.nix", SET_NIX);
     f.write(
         "work/fn.nix",
@@ -467,7 +435,7 @@ fn exit_code(p: &mut dyn Pty) -> i32 {
 
 /// The repl on a terminal, under `script` or else tmux; `None` (with the reason
 /// printed) when neither gives one.
-fn terminal(f: &Fixture, state: &Path, args: &str) -> Option<Box<dyn Pty>> {
+fn terminal(f: &Work, state: &Path, args: &str) -> Option<Box<dyn Pty>> {
     let cmdline = format!("'{BIN}' --store '{}' repl {args}", f.path("root").display());
     let cmdline = format!("cd '{}' && {cmdline}", f.path("work").display());
     let config = f.path("config");
@@ -504,7 +472,7 @@ fn terminal(f: &Fixture, state: &Path, args: &str) -> Option<Box<dyn Pty>> {
 
 #[test]
 fn terminal_session_with_completion() {
-    let f = Fixture::new();
+    let f = fixture();
     f.write("work/set.nix", SET_NIX);
     let state = f.path("state");
     let Some(mut t) = terminal(&f, &state, "set.nix") else {
@@ -560,9 +528,37 @@ fn terminal_session_with_completion() {
     assert!(!history.contains("abandoned"), "{history}");
 }
 
+/// Ctrl-C during an evaluation stops it and brings the prompt back; the session and
+/// its bindings live on (before, the signal killed the repl).
+#[test]
+fn terminal_ctrl_c_interrupts_an_evaluation() {
+    let f = fixture();
+    let state = f.path("state");
+    let Some(mut t) = terminal(&f, &state, "") else {
+        eprintln!("SKIP: neither script nor tmux runs the repl on a terminal here");
+        return;
+    };
+    let t = &mut *t;
+    t.send("x = 41\r");
+    prompt(t, 2);
+    // 2^60 calls, 60 deep: runs far longer than this test, in constant memory.
+    t.send("let f = n: if n == 0 then 0 else f (n - 1) + f (n - 1); in f 60\r");
+    std::thread::sleep(Duration::from_millis(500));
+    t.send("\x03");
+    wait(t, "the interruption", |s| {
+        s.contains("error: interrupted by the user")
+    });
+    prompt(t, 3);
+    t.send("x + 1\r");
+    wait(t, "the result after it", |s| s.contains("\n42\n"));
+    prompt(t, 4);
+    t.send(":q\r");
+    assert_eq!(exit_code(t), 0, "{}", t.transcript());
+}
+
 #[test]
 fn terminal_without_writable_history() {
-    let f = Fixture::new();
+    let f = fixture();
     // A file where the state directory should be: no history can be kept.
     f.write("state-file", "");
     let state = f.path("state-file");
@@ -582,15 +578,11 @@ fn terminal_without_writable_history() {
 
 #[test]
 fn build_command() {
-    let Some(bb) = busybox() else {
-        eprintln!("SKIP: no busybox (install busybox-static)");
+    let Some(bb) = busybox_or_skip() else {
         return;
     };
-    let f = Fixture::new();
-    let bin = f.path("work/bb/bin");
-    fs::create_dir_all(&bin).unwrap();
-    fs::copy(bb, bin.join("sh")).unwrap();
-    symlink("sh", bin.join("echo")).unwrap();
+    let f = fixture();
+    f.install_busybox("work/bb", &bb, &["echo"]);
     f.write(
         "work/pkgs.nix",
         r#"let bb = ./bb; in {

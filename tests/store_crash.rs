@@ -16,7 +16,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 mod common;
-use common::make_writable;
+use common::fixture::{Work, BIN};
+use common::{make_writable, source_path, Rng};
 
 use std::fs;
 use std::os::unix::fs::{symlink, PermissionsExt};
@@ -24,9 +25,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use rocmx_store::{ContentAddress, HashAlgo, LocalStore, StorePath};
+use rocmx_store::{LocalStore, StorePath};
 
-const BIN: &str = env!("CARGO_BIN_EXE_rocmx");
 const ITERATIONS: usize = 60;
 const NEW_STORE_EVERY: usize = 15;
 const SEED: u64 = 0x5eed_c4a5_4ad0_0001;
@@ -38,43 +38,9 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// splitmix64: small, seeded, good enough for delays and tree shapes.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    fn fill(&mut self, buf: &mut [u8]) {
-        for chunk in buf.chunks_mut(8) {
-            let v = self.next().to_le_bytes();
-            chunk.copy_from_slice(&v[..chunk.len()]);
-        }
-    }
-}
-
 fn remove_all(p: &Path) {
     make_writable(p);
     let _ = fs::remove_dir_all(p);
-}
-
-/// A work directory removed (after making store trees writable) when dropped.
-struct Work(tempfile::TempDir);
-
-impl Drop for Work {
-    fn drop(&mut self) {
-        make_writable(self.0.path());
-    }
 }
 
 /// A tree of about `target` bytes: several directories (some nested, one empty), many
@@ -119,18 +85,10 @@ fn make_tree(dir: &Path, rng: &mut Rng, target: u64) {
     symlink("/nonexistent/dangling", dir.join("dangling")).expect("symlink");
 }
 
-/// The path a clean add of `src` gives: kind `source`, BLAKE3 of its NAR, no references.
+/// The path a clean add of `src` gives ([`source_path`] named as `src`).
 fn expected_path(src: &Path) -> StorePath {
     let name = src.file_name().and_then(|n| n.to_str()).expect("name");
-    let (nar_hash, _) = rocmx_store::nar::hash_path(src, HashAlgo::Blake3).expect("hash");
-    StorePath::from_ca(
-        name,
-        &ContentAddress::Source {
-            nar_hash,
-            references: BTreeSet::new(),
-        },
-    )
-    .expect("path")
+    source_path(src, name)
 }
 
 fn rocmx(root: &Path) -> Command {
@@ -216,8 +174,8 @@ fn classify(root: &Path, want: &StorePath) -> &'static str {
 #[test]
 fn add_survives_sigkill_at_random_moments() {
     let _serial = serial();
-    let work = Work(tempfile::tempdir().expect("tempdir"));
-    let w = work.0.path();
+    let work = Work::empty();
+    let w = work.dir.path();
     let mut rng = Rng(SEED);
 
     // How long a clean add of such a tree into an existing store takes.
@@ -365,8 +323,8 @@ fn add_survives_sigkill_at_random_moments() {
 #[test]
 fn concurrent_adds_of_one_tree_agree() {
     let _serial = serial();
-    let work = Work(tempfile::tempdir().expect("tempdir"));
-    let w = work.0.path();
+    let work = Work::empty();
+    let w = work.dir.path();
     let mut rng = Rng(SEED ^ 0xc0c0);
     for round in 0..6 {
         let procs = if round % 3 == 2 { 3 } else { 2 };

@@ -6,63 +6,44 @@
 
 use std::collections::BTreeSet;
 mod common;
-use common::{err, make_writable, out};
+use common::fixture::{succeeded, Work};
+use common::{err, make_writable, out, source_path};
 
 use std::fs;
+use std::ops::Deref;
 use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
-use rocmx_store::{ContentAddress, HashAlgo, LocalStore, StorePath};
+use rocmx_store::{HashAlgo, LocalStore, StorePath};
 
-const BIN: &str = env!("CARGO_BIN_EXE_rocmx");
+/// A store root in a temporary directory ([`Work`]), whose commands must not panic.
+struct TestStore(Work);
 
-/// A store root in a temporary directory, made writable again before it is removed.
-struct TestStore {
-    dir: tempfile::TempDir,
+impl Deref for TestStore {
+    type Target = Work;
+    fn deref(&self) -> &Work {
+        &self.0
+    }
 }
 
 impl TestStore {
     fn new() -> TestStore {
-        TestStore {
-            dir: tempfile::tempdir().expect("tempdir"),
-        }
-    }
-
-    fn root(&self) -> PathBuf {
-        self.dir.path().join("root")
+        TestStore(Work::empty())
     }
 
     /// A scratch directory next to the store, for source trees and links.
     fn scratch(&self, name: &str) -> PathBuf {
-        let p = self.dir.path().join(name);
+        let p = self.path(name);
         fs::create_dir_all(&p).expect("mkdir scratch");
         p
     }
 
-    /// `rocmx --store ROOT <args>`.
-    fn run(&self, args: &[&str]) -> Output {
-        Command::new(BIN)
-            .env_remove("ROCMX_STORE")
-            .arg("--store")
-            .arg(self.root())
-            .args(args)
-            .output()
-            .expect("run rocmx")
-    }
-
-    /// Runs and requires success; stdout.
+    /// Runs and requires success (and no panic); stdout.
     fn ok(&self, args: &[&str]) -> String {
         let o = self.run(args);
-        assert!(
-            o.status.success(),
-            "rocmx {args:?} failed ({:?}):\nstdout: {}\nstderr: {}",
-            o.status,
-            out(&o),
-            err(&o)
-        );
+        let stdout = succeeded(&format!("rocmx {args:?}"), &o);
         assert!(!err(&o).contains("panicked"), "{}", err(&o));
-        out(&o)
+        stdout
     }
 
     /// Runs and requires exit 1 with an `error: …` message; stderr.
@@ -83,17 +64,6 @@ impl TestStore {
 
     fn open(&self) -> LocalStore {
         LocalStore::open(&self.root()).expect("open store")
-    }
-
-    fn physical(&self, p: &str) -> PathBuf {
-        let base = p.strip_prefix("/rocmx/store/").expect("logical path");
-        self.root().join("store").join(base)
-    }
-}
-
-impl Drop for TestStore {
-    fn drop(&mut self) {
-        make_writable(self.dir.path());
     }
 }
 
@@ -124,19 +94,6 @@ fn make_tree(dir: &Path, salt: &str) {
     fs::write(dir.join("sub/data.bin"), vec![7u8; 10_000]).expect("write");
     fs::write(dir.join("sub/deeper/x"), salt).expect("write");
     symlink("hello.txt", dir.join("link")).expect("symlink");
-}
-
-/// The path a clean add of `src` as `name` must give: kind `source`, BLAKE3 of the NAR.
-fn expected_source_path(src: &Path, name: &str) -> StorePath {
-    let (nar_hash, _) = rocmx_store::nar::hash_path(src, HashAlgo::Blake3).expect("hash");
-    StorePath::from_ca(
-        name,
-        &ContentAddress::Source {
-            nar_hash,
-            references: BTreeSet::new(),
-        },
-    )
-    .expect("path")
 }
 
 fn json(s: &str) -> serde_json::Value {
@@ -187,7 +144,7 @@ fn add_prints_the_path_and_path_info_shows_it() {
     let p = t.ok(&["store", "add", src.to_str().unwrap()]);
     let p = p.trim_end().to_string();
     assert!(is_store_path(&p, "mytree"), "{p}");
-    assert_eq!(p, expected_source_path(&src, "mytree").to_string());
+    assert_eq!(p, source_path(&src, "mytree").to_string());
 
     // Content is in place, normalised.
     let phys = t.physical(&p);
@@ -242,12 +199,9 @@ fn add_prints_the_path_and_path_info_shows_it() {
     assert_eq!(fs::read(t.physical(&both[0])).unwrap(), b"note");
 
     // `.` is named after the directory.
-    let o = Command::new(BIN)
-        .env_remove("ROCMX_STORE")
+    let o = t
+        .command(&["store", "add", "."])
         .current_dir(&src)
-        .arg("--store")
-        .arg(t.root())
-        .args(["store", "add", "."])
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", err(&o));

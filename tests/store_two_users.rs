@@ -13,15 +13,13 @@
 //! root, or when setpriv, busybox or the sandbox's namespaces are missing.
 
 mod common;
+use common::fixture::{busybox_or_say, euid, setpriv, Work, NOBODY};
 use common::{err, out};
 
 use std::fs;
-use std::os::unix::fs::{lchown, symlink, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{lchown, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-const BIN: &str = env!("CARGO_BIN_EXE_rocmx");
-const NOBODY: u32 = 65534;
+use std::process::Output;
 
 const PACKAGES: &str = r#"
 { tag ? "one" }:
@@ -42,88 +40,45 @@ in {
 }
 "#;
 
-fn find(candidates: &[&str]) -> Option<PathBuf> {
-    candidates.iter().map(PathBuf::from).find(|p| p.exists())
-}
-
-/// A directory in /tmp (0755, so 65534 reaches what is inside) holding the rocmx binary,
-/// busybox as `bb/`, the package set, work directories and the store root.
+/// A directory in /tmp (0755, so 65534 reaches what is inside; [`Work::in_tmp`]) holding
+/// the rocmx binary, busybox as `bb/`, the package set, work directories and the store
+/// root.
 struct Fixture {
-    dir: tempfile::TempDir,
+    w: Work,
     setpriv: PathBuf,
-    exe: PathBuf,
 }
 
 impl Fixture {
     fn new() -> Option<Fixture> {
-        if fs::metadata("/proc/self").map(|m| m.uid()).ok() != Some(0) {
+        if euid() != Some(0) {
             eprintln!("skipping: not root, so cannot switch to uid {NOBODY}");
             return None;
         }
-        let Some(setpriv) = find(&["/usr/bin/setpriv", "/bin/setpriv", "/usr/sbin/setpriv"]) else {
-            eprintln!("skipping: setpriv is missing (install util-linux)");
-            return None;
-        };
-        let Some(busybox) = find(&["/usr/bin/busybox", "/bin/busybox"]) else {
-            eprintln!("skipping: busybox is missing (install busybox-static)");
-            return None;
-        };
+        let setpriv = setpriv()?;
+        let busybox = busybox_or_say()?;
         if let Err(e) = rocmx_builder::sandbox::check_user_namespaces() {
             eprintln!("skipping: the sandbox cannot run here:\n{e}");
             return None;
         }
-        let dir = tempfile::Builder::new()
-            .prefix("rocmx-two-users")
-            .tempdir_in("/tmp")
-            .expect("tempdir in /tmp");
-        let d = dir.path();
-        fs::set_permissions(d, fs::Permissions::from_mode(0o755)).unwrap();
-        let bin = d.join("bb/bin");
-        fs::create_dir_all(&bin).unwrap();
-        fs::copy(&busybox, bin.join("sh")).unwrap();
-        symlink("sh", bin.join("echo")).unwrap();
-        fs::write(d.join("packages.nix"), PACKAGES).unwrap();
+        let w = Work::in_tmp("rocmx-two-users", 0o755, &busybox, &["echo"]).packages(PACKAGES);
         for sub in ["work", "home", "tmp"] {
-            fs::create_dir(d.join(sub)).unwrap();
-            lchown(d.join(sub), Some(NOBODY), Some(NOBODY)).unwrap();
+            lchown(w.path(sub), Some(NOBODY), Some(NOBODY)).unwrap();
         }
-        let exe = d.join("rocmx");
-        fs::copy(BIN, &exe).unwrap();
-        fs::set_permissions(&exe, fs::Permissions::from_mode(0o755)).unwrap();
-        Some(Fixture { dir, setpriv, exe })
+        Some(Fixture { w, setpriv })
     }
 
     fn root(&self) -> PathBuf {
-        self.dir.path().join("root")
+        self.w.root()
     }
 
     /// `rocmx --store ROOT ARGS…`, as uid 65534 when `nobody`, else as root.
     fn run(&self, nobody: bool, args: &[&str]) -> Output {
         let mut c = if nobody {
-            let mut c = Command::new(&self.setpriv);
-            c.args([
-                "--reuid",
-                "65534",
-                "--regid",
-                "65534",
-                "--clear-groups",
-                "--",
-            ])
-            .arg(&self.exe);
-            c
+            self.w.command_as_nobody(&self.setpriv, args)
         } else {
-            Command::new(&self.exe)
+            self.w.command(args)
         };
-        c.arg("--store")
-            .arg(self.root())
-            .args(args)
-            .env_remove("ROCMX_STORE")
-            .env_remove("XDG_DATA_HOME")
-            .env("HOME", self.dir.path().join("home"))
-            .env("TMPDIR", self.dir.path().join("tmp"))
-            .current_dir(self.dir.path().join("work"))
-            .output()
-            .expect("run rocmx")
+        c.output().expect("run rocmx")
     }
 
     fn ok(&self, nobody: bool, args: &[&str]) -> Output {
@@ -140,17 +95,11 @@ impl Fixture {
     }
 
     fn build(&self, nobody: bool, attr: &str) -> Output {
-        let nix = self.dir.path().join("packages.nix");
+        let nix = self.w.nix();
         self.ok(
             nobody,
             &["build", "--file", nix.to_str().unwrap(), "--no-link", attr],
         )
-    }
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        common::make_writable(self.dir.path());
     }
 }
 
@@ -201,7 +150,7 @@ fn root_on_a_users_store_leaves_it_usable() {
     f.ok(true, &["store", "verify"]);
     // A directory output root built (as a leased build user) belongs to the store's
     // owner, who can therefore collect it.
-    let nix = f.dir.path().join("packages.nix");
+    let nix = f.w.nix();
     let o = f.ok(
         false,
         &[

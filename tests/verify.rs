@@ -9,16 +9,13 @@
 //! `libfaketime`.
 
 mod common;
-use common::{busybox, err, make_writable, out};
+use common::fixture::Work;
+use common::{err, out};
 
 use std::collections::BTreeSet;
 use std::fs;
-use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::OnceLock;
-
-const BIN: &str = env!("CARGO_BIN_EXE_rocmx");
 
 const FAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 
@@ -63,10 +60,6 @@ in rec {
 }
 "#;
 
-struct Fixture {
-    dir: tempfile::TempDir,
-}
-
 /// Copies `file` (following links) into `root` at the same path.
 fn copy_in(root: &Path, file: &Path) {
     let dest = root.join(file.strip_prefix("/").unwrap());
@@ -87,49 +80,33 @@ fn libs(exe: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-impl Fixture {
-    fn new() -> Fixture {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let bin = dir.path().join("bb/bin");
-        fs::create_dir_all(&bin).unwrap();
-        fs::copy(busybox().expect("busybox"), bin.join("sh")).unwrap();
-        for applet in [
-            "cat", "echo", "date", "printf", "sort", "stat", "nproc", "env", "grep", "mkdir",
-            "find", "pwd", "id", "hostname", "uname", "cut", "[",
-        ] {
-            symlink("sh", bin.join(applet)).unwrap();
+/// A work directory with `packages.nix`, `bb/`, the small root of the `time` case
+/// (`root/`, so the store is `store-root/`).
+fn fixture() -> Work {
+    let w = Work::new(&[
+        "cat", "echo", "date", "printf", "sort", "stat", "nproc", "env", "grep", "mkdir", "find",
+        "pwd", "id", "hostname", "uname", "cut", "[",
+    ])
+    .store_at("store-root");
+    // The small dynamically linked root of the `time` case.
+    let root = w.path("root");
+    for (exe, name) in [("/bin/dash", "bin/sh"), ("/bin/date", "bin/date")] {
+        let dest = root.join(name);
+        fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        fs::copy(exe, &dest).unwrap();
+        for l in libs(Path::new(exe)) {
+            copy_in(&root, &l);
         }
-        // The small dynamically linked root of the `time` case.
-        let root = dir.path().join("root");
-        for (exe, name) in [("/bin/dash", "bin/sh"), ("/bin/date", "bin/date")] {
-            let dest = root.join(name);
-            fs::create_dir_all(dest.parent().unwrap()).unwrap();
-            fs::copy(exe, &dest).unwrap();
-            for l in libs(Path::new(exe)) {
-                copy_in(&root, &l);
-            }
-        }
-        if Path::new(FAKETIME).exists() {
-            for l in libs(Path::new(FAKETIME)) {
-                copy_in(&root, &l);
-            }
-        }
-        fs::write(dir.path().join("packages.nix"), PACKAGES).unwrap();
-        Fixture { dir }
     }
-
-    fn run(&self, args: &[&str]) -> Output {
-        Command::new(BIN)
-            .env_remove("ROCMX_STORE")
-            .env("ROCMX_CONFIG", "")
-            .current_dir(self.dir.path())
-            .arg("--store")
-            .arg(self.dir.path().join("store-root"))
-            .args(args)
-            .output()
-            .expect("run rocmx")
+    if Path::new(FAKETIME).exists() {
+        for l in libs(Path::new(FAKETIME)) {
+            copy_in(&root, &l);
+        }
     }
+    w.packages(PACKAGES)
+}
 
+impl Work {
     /// `rocmx verify --file packages.nix ATTR --json ARGS…`, parsed.
     fn verify(&self, attr: &str, args: &[&str]) -> (Output, serde_json::Value) {
         let mut all = vec!["verify", "--file", "packages.nix", attr, "--json"];
@@ -141,7 +118,7 @@ impl Fixture {
     }
 
     fn store_entries(&self) -> BTreeSet<String> {
-        let Ok(rd) = fs::read_dir(self.dir.path().join("store-root/store")) else {
+        let Ok(rd) = fs::read_dir(self.root().join("store")) else {
             return BTreeSet::new();
         };
         rd.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -149,38 +126,11 @@ impl Fixture {
     }
 }
 
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        make_writable(self.dir.path());
-    }
-}
-
+/// Whether builds can run here (see [`common::fixture::can_build`]).
 fn can_build() -> bool {
-    static OK: OnceLock<bool> = OnceLock::new();
-    *OK.get_or_init(|| {
-        if busybox().is_none() {
-            eprintln!("SKIP: no busybox (install busybox-static)");
-            return false;
-        }
-        let o = Fixture::new().run(&["build", "--file", "packages.nix", "det", "--no-link"]);
-        if o.status.success() {
-            return true;
-        }
-        let e = err(&o);
-        if e.to_lowercase().contains("namespace") {
-            eprintln!("SKIP: the sandbox cannot run here:\n{e}");
-            return false;
-        }
-        panic!("a trivial build failed:\n{e}");
+    common::fixture::can_build(|| {
+        fixture().run(&["build", "--file", "packages.nix", "det", "--no-link"])
     })
-}
-
-macro_rules! require_sandbox {
-    () => {
-        if !can_build() {
-            return;
-        }
-    };
 }
 
 /// The one derivation's entry of a report.
@@ -203,7 +153,7 @@ fn causes(e: &serde_json::Value) -> BTreeSet<String> {
 #[test]
 fn each_variation_is_caught_and_attributed_to_itself() {
     require_sandbox!();
-    let f = Fixture::new();
+    let f = fixture();
     let attrs = [
         "timezone",
         "locale",
@@ -267,7 +217,7 @@ fn each_variation_is_caught_and_attributed_to_itself() {
 #[test]
 fn a_deterministic_closure_passes_every_variation() {
     require_sandbox!();
-    let f = Fixture::new();
+    let f = fixture();
     let (o, j) = f.verify("dep", &["--rounds", "2"]);
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     assert_eq!(j["verified"], 2, "dep and det: {j}");
@@ -293,7 +243,7 @@ fn a_deterministic_closure_passes_every_variation() {
 #[test]
 fn differing_without_variations_is_nondeterminism() {
     require_sandbox!();
-    let f = Fixture::new();
+    let f = fixture();
     let (o, j) = f.verify("nondet", &[]);
     assert_eq!(o.status.code(), Some(104), "{}", err(&o));
     let e = entry(&j, "v-nondet");
@@ -311,7 +261,7 @@ fn differing_without_variations_is_nondeterminism() {
 #[test]
 fn a_build_that_fails_under_a_variation_is_reported_with_it() {
     require_sandbox!();
-    let f = Fixture::new();
+    let f = fixture();
     let (o, j) = f.verify("fails", &[]);
     assert_eq!(o.status.code(), Some(100), "{}", err(&o));
     let e = entry(&j, "v-fails-elsewhere");
@@ -332,7 +282,7 @@ fn the_clock_is_shifted_with_libfaketime() {
         eprintln!("SKIP: no {FAKETIME} (apt-get install libfaketime)");
         return;
     }
-    let f = Fixture::new();
+    let f = fixture();
     let (o, j) = f.verify("time", &[]);
     assert_eq!(o.status.code(), Some(104), "{}", err(&o));
     let e = entry(&j, "v-time");
@@ -342,7 +292,7 @@ fn the_clock_is_shifted_with_libfaketime() {
 
 #[test]
 fn bad_variation_names_are_refused_with_a_suggestion() {
-    let f = Fixture::new();
+    let f = fixture();
     let o = f.run(&["verify", "--file", "packages.nix", "det", "--vary", "umsk"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
@@ -367,7 +317,7 @@ fn diffoscope_reports_are_written_and_the_rebuilt_copy_removed() {
         );
         return;
     }
-    let f = Fixture::new();
+    let f = fixture();
     let reports = f.dir.path().join("reports");
     let (o, j) = f.verify(
         "umask",
@@ -394,7 +344,7 @@ fn diffoscope_reports_are_written_and_the_rebuilt_copy_removed() {
 #[test]
 fn diff_compares_two_paths_file_by_file() {
     require_sandbox!();
-    let f = Fixture::new();
+    let f = fixture();
     let o = f.run(&[
         "build",
         "--file",

@@ -2,11 +2,13 @@
 //!
 //! Owns [`EvalStore`], the only way the evaluator creates store objects: copying a
 //! source path in (path interpolation, `builtins.path`, `filterSource`), adding a
-//! text (`toFile`, `.drv` files). [`MemStore`] implements it without touching disk
-//! state: it computes the same content-addressed paths a real store would, and
-//! remembers where the content lives so `readFile`/`import` of a store path work
-//! during the same evaluation. The real local store (crate `rocmx-store`)
-//! implements the same trait. This module must not evaluate.
+//! text (`toFile`, `.drv` files). It takes and returns [`StorePath`]s; callers
+//! turn them into strings only where they build a Nix string. [`MemStore`]
+//! implements it without touching disk state: it computes the same
+//! content-addressed paths a real store would, and remembers where the content
+//! lives so `readFile`/`import` of a store path work during the same evaluation.
+//! The binary implements it over the real local store (crate `rocmx-store`).
+//! This module must not evaluate.
 
 use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap};
@@ -30,14 +32,14 @@ pub trait EvalStore {
     }
 
     /// Copies `src` (file, directory or symlink) into the store as a `source`
-    /// object named `name`, keeping only entries `filter` accepts. Returns the
-    /// absolute store path.
+    /// object named `name`, keeping only entries `filter` accepts. Returns its
+    /// store path.
     fn add_path(
         &self,
         src: &Path,
         name: &str,
         filter: Option<&mut PathFilter<'_>>,
-    ) -> EResult<String>;
+    ) -> EResult<StorePath>;
 
     /// Adds `src` as a fixed-output object with the given ingestion method and
     /// expected hash (`builtins.path { sha256 = …; }`); errors on mismatch.
@@ -47,10 +49,10 @@ pub trait EvalStore {
         name: &str,
         method: IngestionMethod,
         expected: &Hash,
-    ) -> EResult<String>;
+    ) -> EResult<StorePath>;
 
     /// Adds a text object (`toFile`, `.drv`) that refers to `refs`.
-    fn add_text(&self, name: &str, text: &str, refs: &BTreeSet<String>) -> EResult<String>;
+    fn add_text(&self, name: &str, text: &str, refs: &BTreeSet<StorePath>) -> EResult<StorePath>;
 
     /// Where the content of a logical path (possibly inside a store object) can be
     /// read right now; `None` when `p` is not a known store path.
@@ -182,12 +184,11 @@ impl EvalStore for MemStore {
         src: &Path,
         name: &str,
         filter: Option<&mut PathFilter<'_>>,
-    ) -> EResult<String> {
+    ) -> EResult<StorePath> {
         // A path already inside the store is not copied again.
-        if let Some(real) = self.realise_path(src) {
-            if src.parent() == Some(Path::new(STORE_DIR)) && filter.is_none() {
-                let _ = real;
-                return Ok(src.to_string_lossy().into_owned());
+        if filter.is_none() && self.realise_path(src).is_some() {
+            if let Some(sp) = src.to_str().and_then(|s| StorePath::from_absolute(s).ok()) {
+                return Ok(sp);
             }
         }
         let real = self.realise_path(src).unwrap_or_else(|| src.to_path_buf());
@@ -197,9 +198,8 @@ impl EvalStore for MemStore {
             references: BTreeSet::new(),
         };
         let sp = StorePath::from_ca(name, &ca).map_err(store_err)?;
-        let abs = sp.to_absolute();
-        self.objects.borrow_mut().insert(abs.clone(), real);
-        Ok(abs)
+        self.objects.borrow_mut().insert(sp.to_absolute(), real);
+        Ok(sp)
     }
 
     fn add_fixed(
@@ -208,7 +208,7 @@ impl EvalStore for MemStore {
         name: &str,
         method: IngestionMethod,
         expected: &Hash,
-    ) -> EResult<String> {
+    ) -> EResult<StorePath> {
         let real = self.realise_path(src).unwrap_or_else(|| src.to_path_buf());
         verify_fixed(src, &real, method, expected)?;
         let ca = ContentAddress::Fixed {
@@ -216,29 +216,24 @@ impl EvalStore for MemStore {
             hash: *expected,
         };
         let sp = StorePath::from_ca(name, &ca).map_err(store_err)?;
-        let abs = sp.to_absolute();
-        self.objects.borrow_mut().insert(abs.clone(), real);
-        Ok(abs)
+        self.objects.borrow_mut().insert(sp.to_absolute(), real);
+        Ok(sp)
     }
 
-    fn add_text(&self, name: &str, text: &str, refs: &BTreeSet<String>) -> EResult<String> {
-        let mut references = BTreeSet::new();
-        for r in refs {
-            references.insert(StorePath::from_absolute(r).map_err(store_err)?);
-        }
+    fn add_text(&self, name: &str, text: &str, refs: &BTreeSet<StorePath>) -> EResult<StorePath> {
         let ca = ContentAddress::Text {
             hash: Hash::digest(HashAlgo::Blake3, text.as_bytes()),
-            references,
+            references: refs.clone(),
         };
         let sp = StorePath::from_ca(name, &ca).map_err(store_err)?;
         let abs = sp.to_absolute();
         if !self.objects.borrow().contains_key(&abs) {
             self.pending
                 .borrow_mut()
-                .entry(abs.clone())
+                .entry(abs)
                 .or_insert_with(|| text.into());
         }
-        Ok(abs)
+        Ok(sp)
     }
 
     fn realise_path(&self, p: &Path) -> Option<PathBuf> {

@@ -39,9 +39,10 @@ use rocmx_builder::realise::{BuildError, BuildOptions, Realised, Realiser};
 use rocmx_lang::eval::{EResult, ErrorKind, EvalError};
 use rocmx_lang::value::Attrs;
 use rocmx_lang::{Evaluator, Value};
-use rocmx_store::{Derivation, LocalStore, StorePath};
+use rocmx_store::{LocalStore, StorePath};
 
-use super::path_info::{store_msg, Fail};
+use super::common::store_msg;
+use super::fail::Fail;
 use super::StoreOpt;
 use crate::evalstore::LocalEvalStore;
 use crate::flake::{parse_installable, FlakeOpts, Installable};
@@ -175,7 +176,7 @@ pub fn run(mut args: BuildArgs, store_opt: &StoreOpt) -> i32 {
     if let Err(code) = check_installables(&mut args.installable, "build") {
         return code;
     }
-    let store = match super::path_info::open_store_or_exit(store_opt) {
+    let store = match super::common::open_store_or_exit(store_opt) {
         Ok(s) => s,
         Err(code) => return code,
     };
@@ -714,12 +715,4 @@ fn params_field(params: Option<&serde_json::Value>) -> String {
     params
         .map(|p| format!(",\"parameters\":{p}"))
         .unwrap_or_default()
-}
-
-/// Reads and parses the `.drv` file `p` from the store.
-pub(crate) fn read_drv(store: &LocalStore, p: &StorePath) -> Result<Derivation, Fail> {
-    let real = store.real_path(p);
-    let text = std::fs::read_to_string(&real)
-        .map_err(|e| Fail::Msg(format!("reading derivation '{p}': {e}")))?;
-    Derivation::parse(&text).map_err(|e| Fail::Msg(format!("parsing derivation '{p}': {e}")))
 }

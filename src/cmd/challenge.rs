@@ -42,7 +42,8 @@ use rocmx_store::{Encoding, Hash, StorePath};
 use serde_json::{json, Value};
 
 use super::build::{check_installables, evaluate, InstallableArgs};
-use super::path_info::{open_store_or_exit, Fail};
+use super::common::open_store_or_exit;
+use super::fail::Fail;
 use super::StoreOpt;
 use crate::challenge::{self, Answer, Entry, Report, Status, Verdict};
 

@@ -16,7 +16,8 @@ use rocmx_cache::keys::TrustedKeys;
 use rocmx_cache::{pull, push, transport};
 use rocmx_store::StorePath;
 
-use super::path_info::{exit_code, open_store, require_valid, store_path_arg, Fail};
+use super::common::{open_store, require_valid, store_path_arg};
+use super::fail::Fail;
 use super::StoreOpt;
 
 /// Copy store paths with their closures to or from a binary cache.
@@ -40,7 +41,7 @@ pub struct CopyArgs {
 }
 
 pub fn run(a: CopyArgs, s: &StoreOpt) -> i32 {
-    exit_code(copy(a, s))
+    Fail::exit_code(copy(a, s))
 }
 
 fn copy(a: CopyArgs, s: &StoreOpt) -> Result<(), Fail> {

@@ -49,7 +49,7 @@ use rocmx_debian::signature::{
     self, AptSource, Keyring, Keyrings, SignedBy, Trust, DEFAULT_KEYRING,
 };
 
-use super::path_info::{exit_code, Fail};
+use super::fail::Fail;
 
 #[derive(Args, Debug)]
 pub struct DebianArgs {
@@ -100,7 +100,7 @@ struct LockArgs {
 }
 
 pub fn run(a: DebianArgs) -> i32 {
-    exit_code(match a.mode {
+    Fail::exit_code(match a.mode {
         Mode::Lock(l) => lock(l),
     })
 }

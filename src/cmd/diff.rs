@@ -21,8 +21,8 @@ use clap::Args;
 use rocmx_builder::check::diff_trees;
 use rocmx_store::LocalStore;
 
-use super::common::on_path;
-use super::path_info::{open_store, Fail};
+use super::common::{on_path, open_store};
+use super::fail::Fail;
 use super::StoreOpt;
 
 const EXIT_CODES: &str = "\

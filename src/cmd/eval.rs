@@ -127,7 +127,7 @@ fn report(ev: Evaluator, result: EResult<String>, args: &EvalArgs) -> i32 {
 /// `rocmx eval --read-write-mode`: as [`run`], against the local store, so that
 /// what evaluation copies is really added (and registered) there.
 fn eval_read_write(settings: EvalSettings, args: &EvalArgs, store_opt: &super::StoreOpt) -> i32 {
-    let store = match super::path_info::open_store_or_exit(store_opt) {
+    let store = match super::common::open_store_or_exit(store_opt) {
         Ok(s) => s,
         Err(code) => return code,
     };
@@ -150,7 +150,7 @@ fn eval_flake(
         eprintln!("error: --arg, --argstr and -A do not apply to a flake; write {reference}#ATTRPATH and --set NAME=VALUE");
         return 2;
     }
-    let store = match super::path_info::open_store_or_exit(store_opt) {
+    let store = match super::common::open_store_or_exit(store_opt) {
         Ok(s) => s,
         Err(code) => return code,
     };

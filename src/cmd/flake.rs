@@ -82,7 +82,7 @@ fn err(msg: impl Into<String>) -> Box<EvalError> {
 }
 
 pub fn run(args: FlakeArgs, store_opt: &StoreOpt) -> i32 {
-    let store = match super::path_info::open_store_or_exit(store_opt) {
+    let store = match super::common::open_store_or_exit(store_opt) {
         Ok(s) => s,
         Err(code) => return code,
     };

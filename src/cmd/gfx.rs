@@ -8,7 +8,7 @@ use std::io::{self, Write};
 
 use clap::{Args, Subcommand};
 
-use super::path_info::{exit_code, Fail};
+use super::fail::Fail;
 use crate::gfx::{self, Detection, GfxTable, TargetInfo};
 
 #[derive(Args, Debug)]
@@ -49,7 +49,7 @@ enum Mode {
 }
 
 pub fn run(a: GfxArgs) -> i32 {
-    exit_code(match a.mode {
+    Fail::exit_code(match a.mode {
         Mode::List { json } => list(json),
         Mode::Detect { json } => detect(json),
         Mode::Resolve { spec, json } => resolve(&spec, json),

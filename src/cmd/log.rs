@@ -4,16 +4,18 @@
 //! the realiser, as `<state>/log/<drv hash part>.log.zst`), to standard output. A `.drv`
 //! path names its log by its hash part alone, so the log is found after a `gc` deleted the
 //! `.drv` (the logical path of a deleted derivation, as a failed build prints it, works);
-//! an output path, or a `result` link, stands for the derivation recorded as its deriver.
+//! an output path, or a `result` link, stands for the derivation recorded as its deriver
+//! (`common::drv_of` with `DrvFor::Log`).
 //! When no log is stored the error says so and why that may be.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::Args;
 use rocmx_store::{LocalStore, StorePath};
 
-use super::path_info::{exit_code, not_valid_msg, open_store, store_msg, store_path_arg, Fail};
+use super::common::{drv_of, open_store, DrvFor};
+use super::fail::Fail;
 use super::StoreOpt;
 
 #[derive(Args, Debug)]
@@ -25,12 +27,12 @@ pub struct LogArgs {
 }
 
 pub fn run(a: LogArgs, s: &StoreOpt) -> i32 {
-    exit_code(run_inner(&a, s))
+    Fail::exit_code(run_inner(&a, s))
 }
 
 fn run_inner(a: &LogArgs, s: &StoreOpt) -> Result<(), Fail> {
     let store = open_store(s)?;
-    let drv = drv_of(&store, &a.path)?;
+    let drv = drv_of(&store, &a.path, DrvFor::Log)?;
     let log = rocmx_builder::log_path(&store, &drv);
     let file = match std::fs::File::open(&log) {
         Ok(f) => f,
@@ -48,24 +50,6 @@ fn run_inner(a: &LogArgs, s: &StoreOpt) -> Result<(), Fail> {
         }
     })?;
     out.flush().map_err(|e| Fail::write(&e))
-}
-
-/// The derivation whose log `p` asks for: `p` itself when it is a `.drv` path, valid or
-/// not (its log is named by its hash part), else the recorded deriver of the valid path.
-fn drv_of(store: &LocalStore, p: &Path) -> Result<StorePath, Fail> {
-    let sp = store_path_arg(store, p)?;
-    if sp.is_derivation() {
-        return Ok(sp);
-    }
-    match store.path_info(&sp).map_err(|e| Fail::Msg(store_msg(&e)))? {
-        Some(info) => info.deriver.ok_or_else(|| {
-            Fail::Msg(format!(
-                "path '{sp}' was not built by a known derivation (it was added or copied \
-                 into the store), so it has no build log"
-            ))
-        }),
-        None => Err(Fail::Msg(not_valid_msg(store, &sp))),
-    }
 }
 
 /// Why there is no log of `drv`.

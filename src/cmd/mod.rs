@@ -1,5 +1,8 @@
 //! One module per subcommand. Each parses nothing itself (clap did) and renders
-//! library results for the terminal.
+//! library results for the terminal. What several commands share is in `common.rs`
+//! (helpers) and `fail.rs` (the one failure type); a command imports from another
+//! command's module only to run that command's work (`build`'s evaluation and
+//! realisation, for `challenge`, `verify` and `repl`'s `:b`).
 
 pub mod build;
 pub mod challenge;
@@ -10,6 +13,7 @@ pub mod derivation;
 pub mod diff;
 pub mod eval;
 pub(crate) mod evalopts;
+pub(crate) mod fail;
 pub mod flake;
 pub mod gfx;
 pub mod graph;

@@ -90,7 +90,7 @@ pub fn load(
     attr: Option<&str>,
     flake: &FlakeOpts,
 ) -> Result<Closure, i32> {
-    let store = super::path_info::open_store_or_exit(store_opt)?;
+    let store = super::common::open_store_or_exit(store_opt)?;
     let eval_store = Rc::new(LocalEvalStore::new(store.clone()));
     let mut ev = Evaluator::new(EvalSettings::default(), eval_store);
     let r = (|| -> EResult<Closure> {

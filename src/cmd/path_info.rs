@@ -8,9 +8,9 @@
 //! `--json` each object gains `realisations`: `[{"id": "<drvhash>!<output>",
 //! "signatures": […]}]` (the path's own are in `signatures` either way).
 //!
-//! Also owns the helpers that the other local-store commands (`store add|gc|delete|verify`,
-//! `why-depends`) share: opening the store named by `--store`, turning arguments into store
-//! paths, wording store errors, writing to standard output.
+//! The helpers it shares with the other local-store commands (opening the store, store
+//! paths from arguments, store errors' wording) are in `common.rs`; `--json` is written
+//! with serde, field order as Nix's.
 //!
 //! Output order is Nix's: the paths (with `-r`, their closure) topologically sorted,
 //! dependencies first, ties in path order. Sizes are NAR sizes; the closure size is the sum
@@ -18,11 +18,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::Args;
-use rocmx_store::{LocalStore, PathInfo, StoreError, StorePath};
+use rocmx_store::{LocalStore, PathInfo, StorePath};
+use serde::Serialize;
 
+use super::common::{not_valid_msg, open_store, require_valid, store_msg, store_path_arg};
+use super::fail::Fail;
 use super::StoreOpt;
 
 #[derive(Args, Debug)]
@@ -54,7 +57,7 @@ pub struct PathInfoArgs {
 }
 
 pub fn run(a: PathInfoArgs, s: &StoreOpt) -> i32 {
-    exit_code(run_inner(&a, s))
+    Fail::exit_code(run_inner(&a, s))
 }
 
 fn run_inner(a: &PathInfoArgs, s: &StoreOpt) -> Result<(), Fail> {
@@ -103,19 +106,18 @@ fn run_inner(a: &PathInfoArgs, s: &StoreOpt) -> Result<(), Fail> {
 
     let mut out = io::BufWriter::new(io::stdout().lock());
     if a.json {
-        let mut text = String::from("[");
-        for (i, p) in order.iter().enumerate() {
-            if i > 0 {
-                text.push(',');
-            }
-            let info = &infos[p];
-            text.push_str(&json_object(
-                info,
-                closure_sizes.get(p).copied(),
-                realisations.get(p).map(Vec::as_slice),
-            ));
-        }
-        text.push_str("]\n");
+        let objects: Vec<JsonInfo<'_>> = order
+            .iter()
+            .map(|p| {
+                JsonInfo::new(
+                    &infos[p],
+                    closure_sizes.get(p).copied(),
+                    realisations.get(p).map(Vec::as_slice),
+                )
+            })
+            .collect();
+        let mut text = serde_json::to_string(&objects).map_err(|e| Fail::Msg(e.to_string()))?;
+        text.push('\n');
         out.write_all(text.as_bytes())
             .map_err(|e| Fail::write(&e))?;
     } else {
@@ -170,45 +172,58 @@ fn size_column(n: u64, human: bool) -> String {
 }
 
 /// One object of `--json`, keys in Nix's order (then, with `--sigs`, `realisations`).
-fn json_object(
-    info: &PathInfo,
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct JsonInfo<'a> {
+    path: String,
+    nar_hash: String,
+    nar_size: u64,
+    references: Vec<String>,
+    ca: Option<&'a str>,
+    /// With `-S`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     closure_size: Option<u64>,
-    realisations: Option<&[(String, String, Vec<String>)]>,
-) -> String {
-    let s = |x: &str| serde_json::Value::String(x.to_string()).to_string();
-    let refs: Vec<String> = info.references.iter().map(|r| s(&r.to_string())).collect();
-    let sigs: Vec<String> = info.signatures.iter().map(|x| s(x)).collect();
-    let mut o = format!(
-        "{{\"path\":{},\"narHash\":{},\"narSize\":{},\"references\":[{}],\"ca\":{}",
-        s(&info.path.to_string()),
-        s(&info.nar_hash.to_sri()),
-        info.nar_size,
-        refs.join(","),
-        info.ca.as_deref().map_or("null".to_string(), s),
-    );
-    if let Some(c) = closure_size {
-        o.push_str(&format!(",\"closureSize\":{c}"));
+    deriver: Option<String>,
+    registration_time: i64,
+    signatures: &'a [String],
+    /// With `--sigs`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    realisations: Option<Vec<JsonRealisation<'a>>>,
+}
+
+/// A realisation pointing at the path: `<drvhash>!<output>` and its signatures.
+#[derive(Serialize)]
+struct JsonRealisation<'a> {
+    id: String,
+    signatures: &'a [String],
+}
+
+impl<'a> JsonInfo<'a> {
+    fn new(
+        info: &'a PathInfo,
+        closure_size: Option<u64>,
+        realisations: Option<&'a [(String, String, Vec<String>)]>,
+    ) -> JsonInfo<'a> {
+        JsonInfo {
+            path: info.path.to_string(),
+            nar_hash: info.nar_hash.to_sri(),
+            nar_size: info.nar_size,
+            references: info.references.iter().map(|r| r.to_string()).collect(),
+            ca: info.ca.as_deref(),
+            closure_size,
+            deriver: info.deriver.as_ref().map(|d| d.to_string()),
+            registration_time: info.registration_time,
+            signatures: &info.signatures,
+            realisations: realisations.map(|rs| {
+                rs.iter()
+                    .map(|(h, out, sigs)| JsonRealisation {
+                        id: format!("{h}!{out}"),
+                        signatures: sigs,
+                    })
+                    .collect()
+            }),
+        }
     }
-    o.push_str(&format!(
-        ",\"deriver\":{},\"registrationTime\":{},\"signatures\":[{}]}}",
-        info.deriver
-            .as_ref()
-            .map_or("null".to_string(), |d| s(&d.to_string())),
-        info.registration_time,
-        sigs.join(","),
-    ));
-    if let Some(rs) = realisations {
-        let rs: Vec<serde_json::Value> = rs
-            .iter()
-            .map(|(h, out, sigs)| serde_json::json!({ "id": format!("{h}!{out}"), "signatures": sigs }))
-            .collect();
-        o.pop();
-        o.push_str(&format!(
-            ",\"realisations\":{}}}",
-            serde_json::Value::from(rs)
-        ));
-    }
-    o
 }
 
 /// The sum of the NAR sizes of `p`'s closure; `infos` caches what was read.
@@ -289,188 +304,6 @@ fn children(
     v
 }
 
-// ---------------------------------------------------------------------------------------
-// Shared with `store/local.rs` and `why_depends.rs`.
-
-/// Why a command failed.
-#[derive(Debug)]
-pub(crate) enum Fail {
-    /// Print `error: <message>`, exit 1.
-    Msg(String),
-    /// Already reported; exit 1.
-    Reported,
-    /// Standard output went away: exit 1 quietly.
-    BrokenPipe,
-}
-
-impl Fail {
-    /// A failure to write standard output.
-    pub(crate) fn write(e: &io::Error) -> Fail {
-        if e.kind() == io::ErrorKind::BrokenPipe {
-            Fail::BrokenPipe
-        } else {
-            Fail::Msg(format!("writing to standard output: {e}"))
-        }
-    }
-}
-
-/// Reports a failure (if any) and gives the exit code.
-pub(crate) fn exit_code(r: Result<(), Fail>) -> i32 {
-    match r {
-        Ok(()) => 0,
-        Err(Fail::Msg(m)) => {
-            eprintln!("error: {m}");
-            1
-        }
-        Err(Fail::Reported | Fail::BrokenPipe) => 1,
-    }
-}
-
-/// [`open_store`] for commands that stop when it fails: the error is printed
-/// and the exit code given.
-pub(crate) fn open_store_or_exit(s: &StoreOpt) -> Result<std::rc::Rc<LocalStore>, i32> {
-    open_store(s)
-        .map(std::rc::Rc::new)
-        .map_err(|e| exit_code(Err(e)))
-}
-
-/// The store at `--store DIR` / `ROCMX_STORE`, or at the default root.
-pub(crate) fn open_store(s: &StoreOpt) -> Result<LocalStore, Fail> {
-    let root = s.root.clone().unwrap_or_else(LocalStore::default_root);
-    let store = LocalStore::open(&root).map_err(|e| {
-        Fail::Msg(format!(
-            "opening the store at '{}': {}",
-            root.display(),
-            store_msg(&e)
-        ))
-    })?;
-    if let Some(uid) = store.foreign_owner() {
-        eprintln!(
-            "warning: running as root on the store at '{}', which belongs to uid {uid}; \
-             the files rocmx shares there are given to that user",
-            root.display()
-        );
-    }
-    Ok(store)
-}
-
-/// The store path an argument designates: `/rocmx/store/<hash>-<name>[/sub]`, the same under
-/// the physical root, or a symlink to either. A subpath is ignored.
-pub(crate) fn store_path_arg(store: &LocalStore, p: &Path) -> Result<StorePath, Fail> {
-    match store.to_store_path(p) {
-        Ok((sp, _sub)) => Ok(sp),
-        Err(StoreError::NotInStore { .. }) => Err(Fail::Msg(not_in_store_msg(store, p))),
-        Err(e) => Err(Fail::Msg(format!("'{}': {}", p.display(), store_msg(&e)))),
-    }
-}
-
-/// Why `p` designates no path of `store`: Nix's "path '…' is not in the store", or, when
-/// `p` (or a symlink on its way) leads to `<root>/store/<hash>-<name>` under another
-/// root — a `result` link made with another `--store` — that root and how to use it.
-pub(crate) fn not_in_store_msg(store: &LocalStore, p: &Path) -> String {
-    match other_store_root(store, p) {
-        Some(other) => {
-            let phys = other.join("store");
-            let phys = std::fs::canonicalize(&phys).unwrap_or(phys);
-            format!(
-                "'{}' points into the store at {} (physically {}), not into this one (at \
-                 {}, physically {}); use --store {} or ROCMX_STORE={}",
-                p.display(),
-                other.display(),
-                phys.display(),
-                store.root().display(),
-                store.store_dir().display(),
-                other.display(),
-                other.display()
-            )
-        }
-        None => format!(
-            "path '{}' is not in the store ({}, physically '{}')",
-            p.display(),
-            rocmx_store::STORE_DIR,
-            store.store_dir().display()
-        ),
-    }
-}
-
-/// The root of another store that `p` points into: the first path on the chain of
-/// symlinks from `p` (then `p` with every symlink resolved) of the shape
-/// `<root>/store/<hash>-<name>[/…]`, when `<root>/store` is not `store`'s directory.
-fn other_store_root(store: &LocalStore, p: &Path) -> Option<PathBuf> {
-    let canon = |d: &Path| std::fs::canonicalize(d).unwrap_or_else(|_| d.to_path_buf());
-    let ours = canon(store.store_dir());
-    let other = |path: &Path| {
-        store_root_of(path)
-            .map(|r| canon(&r))
-            .filter(|r| canon(&r.join("store")) != ours)
-    };
-    let mut cur = std::path::absolute(p).ok()?;
-    for _ in 0..40 {
-        if let Some(r) = other(&cur) {
-            return Some(r);
-        }
-        match std::fs::symlink_metadata(&cur) {
-            Ok(m) if m.file_type().is_symlink() => {
-                let target = std::fs::read_link(&cur).ok()?;
-                cur = match cur.parent() {
-                    Some(parent) => parent.join(target),
-                    None => target,
-                };
-            }
-            _ => break,
-        }
-    }
-    std::fs::canonicalize(p).ok().and_then(|c| other(&c))
-}
-
-/// `<root>` when `path` is `<root>/store/<hash>-<name>[/…]` (the first such split).
-fn store_root_of(path: &Path) -> Option<PathBuf> {
-    use std::path::Component;
-    let comps: Vec<Component<'_>> = path.components().collect();
-    comps.windows(2).enumerate().find_map(|(i, w)| match w {
-        [Component::Normal(dir), Component::Normal(base)]
-            if *dir == "store"
-                && base
-                    .to_str()
-                    .is_some_and(|b| StorePath::from_base_name(b).is_ok()) =>
-        {
-            Some(comps[..i].iter().collect())
-        }
-        _ => None,
-    })
-}
-
-/// Fails with Nix's "path '…' is not valid" unless `p` is valid.
-pub(crate) fn require_valid(store: &LocalStore, p: &StorePath) -> Result<(), Fail> {
-    match store.is_valid(p) {
-        Ok(true) => Ok(()),
-        Ok(false) => Err(Fail::Msg(not_valid_msg(store, p))),
-        Err(e) => Err(Fail::Msg(store_msg(&e))),
-    }
-}
-
-pub(crate) fn not_valid_msg(store: &LocalStore, p: &StorePath) -> String {
-    format!(
-        "path '{p}' is not valid (store at '{}')",
-        store.root().display()
-    )
-}
-
-/// A store error's message, with Nix's wording for an invalid path.
-pub(crate) fn store_msg(e: &StoreError) -> String {
-    match e {
-        StoreError::NotValid { path, root } => {
-            format!("path '{path}' is not valid (store at '{}')", root.display())
-        }
-        other => other.to_string(),
-    }
-}
-
-/// `n` bytes as Nix prints freed space: `12.34 MiB`.
-pub(crate) fn mib(n: u64) -> String {
-    format!("{:.2} MiB", n as f64 / (1024.0 * 1024.0))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -495,24 +328,48 @@ mod tests {
     }
 
     #[test]
-    fn store_roots_are_found_before_store_and_a_path_name() {
-        let h = "v".repeat(32);
+    fn json_objects_keep_nix_key_order() {
+        let (a, b, d) = (sp('v', "a"), sp('s', "b"), sp('p', "c.drv"));
+        let nar_hash = rocmx_store::Hash::digest(rocmx_store::HashAlgo::Blake3, b"x");
+        let info = PathInfo {
+            path: a.clone(),
+            nar_hash,
+            nar_size: 120,
+            registration_time: 17,
+            deriver: None,
+            signatures: vec!["k:AAA=".into()],
+            references: [b.clone()].into(),
+            ca: None,
+        };
+        let text = |i: &PathInfo, c, r| serde_json::to_string(&JsonInfo::new(i, c, r)).unwrap();
+        let sri = nar_hash.to_sri();
         assert_eq!(
-            store_root_of(Path::new(&format!("/tmp/s/store/{h}-a/bin/x"))),
-            Some(PathBuf::from("/tmp/s"))
+            text(&info, None, None),
+            format!(
+                r#"{{"path":"{a}","narHash":"{sri}","narSize":120,"references":["{b}"],"ca":null,"deriver":null,"registrationTime":17,"signatures":["k:AAA="]}}"#
+            )
         );
+        let info = PathInfo {
+            deriver: Some(d.clone()),
+            ca: Some("source:blake3:x".into()),
+            ..info
+        };
+        let rs = vec![(
+            "h".to_string(),
+            "out".to_string(),
+            vec!["k:B\"".to_string()],
+        )];
         assert_eq!(
-            store_root_of(Path::new(&format!("/store/{h}-a"))),
-            Some(PathBuf::from("/"))
+            text(&info, Some(300), Some(&rs)),
+            format!(
+                r#"{{"path":"{a}","narHash":"{sri}","narSize":120,"references":["{b}"],"ca":"source:blake3:x","closureSize":300,"deriver":"{d}","registrationTime":17,"signatures":["k:AAA="],"realisations":[{{"id":"h!out","signatures":["k:B\""]}}]}}"#
+            )
         );
-        assert_eq!(store_root_of(Path::new("/tmp/s/store/not-a-path")), None);
-        assert_eq!(store_root_of(Path::new("/tmp/store")), None);
     }
 
     #[test]
     fn sizes_as_nix_prints_them() {
         assert_eq!(size_column(120, false), "\t        120");
         assert_eq!(size_column(1536, true), "\t   1.5K");
-        assert_eq!(mib(3 * 1024 * 1024 / 2), "1.50 MiB");
     }
 }

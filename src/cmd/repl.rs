@@ -5,7 +5,7 @@
 //! expression is incomplete, Tab completion, Ctrl-C cancels the line, Ctrl-D
 //! exits); otherwise lines from standard input, without prompt, so scripts and
 //! tests can drive it. What a line does is [`session`]'s; printing values is
-//! [`print`]'s, completion [`complete`]'s, `:doc`'s table [`docs`]'s.
+//! [`print`]'s, completion [`complete`]'s, `:doc`'s lookup [`docs`]'s.
 //!
 //! History: `$XDG_STATE_HOME/rocmx/repl-history` (else
 //! `~/.local/state/rocmx/repl-history`), read at start and appended after each
@@ -23,6 +23,8 @@ use std::cell::RefCell;
 use std::io::{BufRead, IsTerminal};
 use std::path::PathBuf;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use clap::Args;
 use rustyline::error::ReadlineError;
@@ -109,7 +111,10 @@ fn piped(mut session: Session) -> i32 {
     finish(session)
 }
 
-/// The line editor on a terminal.
+/// The line editor on a terminal. Ctrl-C at the prompt drops the line (the editor reads
+/// it as a key); during an evaluation the terminal's SIGINT raises the evaluator's
+/// interrupt flag, which stops the evaluation with "interrupted by the user" and brings
+/// the prompt back, as in `nix repl` (during `:b` it ends the repl with 130).
 fn terminal(session: Session) -> i32 {
     let session = Rc::new(RefCell::new(session));
     let config = Config::builder()
@@ -126,6 +131,20 @@ fn terminal(session: Session) -> i32 {
             return 1;
         }
     };
+    // Registered after the editor, which takes SIGINT for its lifetime (registered
+    // before, they would be replaced). signal-hook still calls the editor's handler,
+    // whose next read then returns an interrupted line: an interrupted evaluation is
+    // followed by one empty prompt.
+    // `:b` cannot be cancelled: there, Ctrl-C ends the repl with 130 as before; that
+    // handler goes first so that it is in place whenever the flag is.
+    let interrupt = Arc::new(AtomicBool::new(false));
+    let sigint = signal_hook::consts::SIGINT;
+    let building = session.borrow().building.clone();
+    if signal_hook::flag::register_conditional_shutdown(sigint, 130, building).is_ok()
+        && signal_hook::flag::register(sigint, interrupt.clone()).is_ok()
+    {
+        session.borrow_mut().ev.interrupt = Some(interrupt.clone());
+    }
     rl.set_helper(Some(complete::Helper::new(session.clone())));
     let history = history_path();
     if let Some(h) = &history {
@@ -141,6 +160,8 @@ fn terminal(session: Session) -> i32 {
                         save_history(&mut rl, h);
                     }
                 }
+                // A Ctrl-C that arrived while idle must not stop this line.
+                interrupt.store(false, Ordering::Relaxed);
                 if session.borrow_mut().handle(&line) == Outcome::Quit {
                     break;
                 }

@@ -28,7 +28,8 @@ use rocmx_cache::receive::{Receiver, Refused, Token};
 use rocmx_cache::serve::{answer, Answer};
 use rocmx_store::{nar, LocalStore};
 
-use super::path_info::{exit_code, open_store, Fail};
+use super::common::open_store;
+use super::fail::Fail;
 use super::StoreOpt;
 
 /// Serve the local store as a binary cache over HTTP (read-only unless --writable).
@@ -61,7 +62,7 @@ struct Writable {
 }
 
 pub fn run(a: ServeArgs, s: &StoreOpt) -> i32 {
-    exit_code(serve(a, s))
+    Fail::exit_code(serve(a, s))
 }
 
 /// The token of `--token-file`, and the receiver; `None` when not `--writable`.

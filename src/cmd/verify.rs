@@ -36,8 +36,9 @@ use rocmx_builder::realise::{BuildError, BuildOptions, CheckDifference, Realiser
 use rocmx_builder::vary::{Host, NotApplied, Variation, Variations};
 use rocmx_store::{Derivation, DerivationOutput, LocalStore, StorePath};
 
-use super::build::{check_installables, evaluate, read_drv, InstallableArgs};
-use super::path_info::Fail;
+use super::build::{check_installables, evaluate, InstallableArgs};
+use super::common::read_drv;
+use super::fail::Fail;
 use super::StoreOpt;
 
 /// Exit code: an output differs (Nix's `--check` bit, as `rocmx build --check`).
@@ -124,7 +125,7 @@ pub fn run(mut args: VerifyArgs, store_opt: &StoreOpt) -> i32 {
     if let Err(code) = check_installables(&mut args.installable, "verify") {
         return code;
     }
-    let store = match super::path_info::open_store_or_exit(store_opt) {
+    let store = match super::common::open_store_or_exit(store_opt) {
         Ok(s) => s,
         Err(code) => return code,
     };

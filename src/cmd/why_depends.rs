@@ -30,7 +30,8 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use rocmx_store::{LocalStore, StorePath};
 
-use super::path_info::{exit_code, open_store, require_valid, store_msg, store_path_arg, Fail};
+use super::common::{open_store, require_valid, store_msg, store_path_arg};
+use super::fail::Fail;
 use super::StoreOpt;
 
 const TREE_LAST: &str = "└───";
@@ -52,7 +53,7 @@ pub struct WhyDependsArgs {
 }
 
 pub fn run(a: WhyDependsArgs, s: &StoreOpt) -> i32 {
-    exit_code(run_inner(&a, s))
+    Fail::exit_code(run_inner(&a, s))
 }
 
 fn run_inner(a: &WhyDependsArgs, s: &StoreOpt) -> Result<(), Fail> {

@@ -4,6 +4,8 @@
 //! textual form of a digest that rocmx reads or writes ([`Encoding`]: nix32, base16, base64,
 //! SRI, and Nix's typed `algo:digest` form), and [`Hasher`], a streaming hasher that is an
 //! [`std::io::Write`]. BLAKE3 inputs past [`RAYON_THRESHOLD`] are hashed on several threads.
+//! [`HashPipe`] (in `hash/pipe.rs`) is the one pipelined hasher: a stream hashed on
+//! another thread, used by the NAR hashing of the store and by `rocmx hash`.
 //!
 //! Must not: know what is being hashed (NAR, store path fingerprints and derivations live
 //! elsewhere), touch the filesystem, or panic on any text handed to a parser.
@@ -17,6 +19,10 @@ use sha1::Digest as _;
 use thiserror::Error;
 
 use crate::nixbase32;
+
+mod pipe;
+
+pub use pipe::{HashPipe, PIPE_BUFFER};
 
 /// A hash algorithm. Textual forms (as in `outputHashAlgo`, SRI prefixes and `algo:` forms):
 ///

@@ -4,9 +4,17 @@
 //! fingerprint that derives their hash parts ([`path`]), the NAR archive format ([`nar`]),
 //! hashing build outputs modulo self-references ([`modulo`]), the derivation model with
 //! its ATerm and JSON forms ([`derivation`]), and the local store with its SQLite
-//! metadata, locks, GC and verification ([`local`]). Formats never depend on `local`.
+//! metadata, locks, GC and verification (`local`). Formats never depend on `local`.
 //! Also the safety rules for extracting hostile tar streams ([`untar`]), shared by
 //! the builder's and the Debian crate's extractors.
+//!
+//! # Features
+//!
+//! `local` (on by default) is the local store: the `local` module and its re-exports
+//! (`LocalStore`, `StoreError`, `PathInfo`, …), with rusqlite (bundled SQLite).
+//! Everything else (the formats, NAR, `tree`, `direct`, `untar`, [`HashPipe`]) is
+//! outside it: `rocmx-lang` depends on this crate with `default-features = false` and
+//! compiles no database.
 //!
 //! Must not: depend on any other rocmx crate, evaluate expressions or run builds.
 //!
@@ -36,6 +44,7 @@
 pub mod derivation;
 pub mod direct;
 pub mod hash;
+#[cfg(feature = "local")]
 pub mod local;
 pub mod modulo;
 pub mod nar;
@@ -45,7 +54,8 @@ pub mod tree;
 pub mod untar;
 
 pub use derivation::{Derivation, DerivationError, DerivationOutput};
-pub use hash::{Encoding, Hash, HashAlgo, HashError, Hasher, HashingWriter};
+pub use hash::{Encoding, Hash, HashAlgo, HashError, HashPipe, Hasher, HashingWriter};
+#[cfg(feature = "local")]
 pub use local::{
     GcOptions, GcReport, LocalStore, NarCa, PathInfo, Problem, StoreError, VerifyReport,
 };

@@ -1,8 +1,9 @@
 //! Trees of any depth: removal, and depth-bounded walks, through directory descriptors.
 //!
 //! Owns: [`remove_tree`], the one tree removal of the workspace (the store, the builder's
-//! build directories and the sandbox's staging directories all use it), which removes a
-//! file, symlink or directory tree of any depth whatever its directories' modes;
+//! build directories and the sandbox's staging directories all call it directly), which
+//! removes a file, symlink or directory tree of any depth whatever its directories' modes
+//! (its [`TreeError`] converts to an [`io::Error`] of the same kind for `?`);
 //! [`walk`], a depth-first visit of a tree bounded by a depth limit; [`clear_setid_bits`],
 //! [`chown_tree`] and [`check_depth`] on top of it; and [`MAX_DEPTH`], the deepest nesting a store object
 //! may have.
@@ -73,6 +74,18 @@ pub enum TreeError {
         /// The directory whose parent was not the expected one.
         path: PathBuf,
     },
+}
+
+/// For callers that report [`io::Error`]s (the builder's build directories): the kind of
+/// the failed call is kept, and the message still names the path.
+impl From<TreeError> for io::Error {
+    fn from(e: TreeError) -> io::Error {
+        let kind = match &e {
+            TreeError::Io { source, .. } => source.kind(),
+            TreeError::TooDeep { .. } | TreeError::Moved { .. } => io::ErrorKind::Other,
+        };
+        io::Error::new(kind, e)
+    }
 }
 
 /// Device and inode: what a directory is, whatever its name.

@@ -9,7 +9,7 @@ fn dry_run_lists_what_would_be_fetched_apart_from_what_would_be_built() {
     let Some((b, pk)) = fx.filled_cache() else {
         return;
     };
-    let cache = fx.p("cache");
+    let cache = fx.path("cache");
     let (o, v) = build_json(&fx, "s2", &cache, &pk, &["--dry-run"]);
     assert!(o.status.success(), "{}", err(&o));
     assert_eq!(v["build"], serde_json::json!([]), "{v}");
@@ -31,7 +31,7 @@ fn dry_run_lists_what_would_be_fetched_apart_from_what_would_be_built() {
     assert!(!o.status.success(), "{}", out(&o));
 
     // The text form, as `nix build --dry-run` and `emerge -av` show it.
-    let nix = fx.p("p.nix");
+    let nix = fx.path("p.nix");
     let args = [
         "build",
         "-f",

@@ -28,14 +28,11 @@ impl Serve {
             .local_addr()
             .unwrap()
             .port();
-        let log = fx.p(&format!("serve-{port}.log"));
-        let child = Command::new(BIN)
-            .arg("--store")
-            .arg(fx.p(store))
-            .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        let log = fx.path(&format!("serve-{port}.log"));
+        let listen = format!("127.0.0.1:{port}");
+        let child = fx
+            .command_in(&fx.path(store), &["serve", "--listen", &listen])
             .args(args)
-            .env("ROCMX_CONFIG", "")
-            .env("XDG_CONFIG_HOME", fx.p("noconfig"))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(File::create(&log).unwrap())
@@ -128,7 +125,7 @@ const TOKEN: &str = "dGVzdC10b2tlbi1mb3ItdGhlLXB1c2gtdGVzdHM=";
 impl Fx {
     /// The token file, holding [`TOKEN`].
     fn token_file(&self) -> String {
-        let f = self.p("token");
+        let f = self.path("token");
         fs::write(&f, format!("{TOKEN}\n")).unwrap();
         f.display().to_string()
     }
@@ -164,7 +161,7 @@ impl Fx {
     /// The files staged by servers on `store`.
     fn staged(&self, store: &str) -> Vec<String> {
         let mut v = Vec::new();
-        if let Ok(rd) = fs::read_dir(self.p(store).join("var/rocmx/uploads")) {
+        if let Ok(rd) = fs::read_dir(self.path(store).join("var/rocmx/uploads")) {
             for d in rd.flatten() {
                 for f in fs::read_dir(d.path()).unwrap().flatten() {
                     v.push(f.path().display().to_string());
@@ -181,7 +178,7 @@ fn rocmx_serve_serves_the_store_and_stops_on_sigterm() {
     let Some((b, pk)) = fx.filled_cache() else {
         return;
     };
-    let sk = fx.p("k.secret");
+    let sk = fx.path("k.secret");
     let mut srv = Serve::start(
         &fx,
         "s1",
@@ -222,7 +219,7 @@ fn a_closure_pushed_to_a_writable_serve_substitutes_elsewhere() {
             &pk,
         ],
     );
-    let sk = fx.p("k.secret");
+    let sk = fx.path("k.secret");
     let o = fx.push_http(&srv, &b, &sk, Some(TOKEN));
     assert!(o.status.success(), "{}\nserver: {}", err(&o), srv.log());
     assert!(
@@ -264,7 +261,7 @@ fn a_closure_pushed_to_a_writable_serve_substitutes_elsewhere() {
         "{log}"
     );
     assert!(log.trim_end().ends_with("stopped"), "{log}");
-    let uploads = fx.p("sB/var/rocmx/uploads");
+    let uploads = fx.path("sB/var/rocmx/uploads");
     assert_eq!(fs::read_dir(uploads).unwrap().count(), 0, "staging removed");
 }
 
@@ -274,7 +271,7 @@ fn pushes_without_the_token_or_a_trusted_signature_register_nothing() {
     let Some((b, pk)) = fx.filled_cache() else {
         return;
     };
-    let sk = fx.p("k.secret");
+    let sk = fx.path("k.secret");
     let token_file = fx.token_file();
 
     // --writable needs a token file, and trusted keys.
@@ -337,7 +334,7 @@ fn pushes_without_the_token_or_a_trusted_signature_register_nothing() {
     assert!(!fx.has("sB", &b));
 
     // Signed by a key the server does not trust.
-    let other = fx.p("other.secret");
+    let other = fx.path("other.secret");
     fs::write(&other, SecretKey::generate("k-2").unwrap().to_text()).unwrap();
     let o = fx.push_http(&srv, &b, &other, Some(TOKEN));
     assert!(!o.status.success());
@@ -350,7 +347,7 @@ fn pushes_without_the_token_or_a_trusted_signature_register_nothing() {
     assert!(fx.staged("sB").is_empty(), "{:?}", fx.staged("sB"));
 
     // A realisation: by an impostor of k-1, then of a path the server lacks.
-    let f = fs::read_dir(fx.p("cache/realisations"))
+    let f = fs::read_dir(fx.path("cache/realisations"))
         .unwrap()
         .next()
         .unwrap()

@@ -13,9 +13,9 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::unix::fs::symlink;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::ops::Deref;
+use std::path::Path;
+use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use rocmx_store::{Hash, HashAlgo};
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_rocmx");
+use super::common::fixture::{busybox_or_skip, Work};
 
 /// Counts `GET /KIND/NAME` requests on a loopback port. Bounded: it stops by itself
 /// after `limit`, or when dropped.
@@ -103,13 +103,6 @@ fn serve(mut conn: TcpStream, hits: &Mutex<BTreeMap<(String, String), usize>>) {
     }
     let _ =
         conn.write_all(b"HTTP/1.0 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n");
-}
-
-pub fn busybox() -> Option<PathBuf> {
-    ["/usr/bin/busybox", "/bin/busybox"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists())
 }
 
 /// The names of the graph's derivations: six leaves, six middles (two leaves each),
@@ -207,43 +200,25 @@ let
     s
 }
 
-/// A work directory with `bb/` (busybox and its applets) and `packages.nix`, and a store
-/// root; made writable again before it is removed.
+/// A work directory with `bb/` (busybox and its applets), `packages.nix` and `work/`
+/// (where `rocmx` runs), and a store root.
 pub struct Fixture {
-    pub dir: tempfile::TempDir,
+    w: Work,
+}
+
+impl Deref for Fixture {
+    type Target = Work;
+    fn deref(&self) -> &Work {
+        &self.w
+    }
 }
 
 impl Fixture {
     pub fn new(sleep: &str) -> Fixture {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let bin = dir.path().join("bb/bin");
-        fs::create_dir_all(&bin).unwrap();
-        fs::copy(busybox().expect("busybox"), bin.join("sh")).unwrap();
-        for applet in ["cat", "echo", "sleep", "wget"] {
-            symlink("sh", bin.join(applet)).unwrap();
-        }
-        fs::write(dir.path().join("packages.nix"), packages(sleep)).unwrap();
-        fs::create_dir_all(dir.path().join("work")).unwrap();
-        Fixture { dir }
-    }
-
-    pub fn root(&self) -> PathBuf {
-        self.dir.path().join("root")
-    }
-
-    pub fn nix(&self) -> PathBuf {
-        self.dir.path().join("packages.nix")
-    }
-
-    /// `rocmx --store ROOT ARGS…`, not yet started.
-    pub fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(BIN);
-        c.env_remove("ROCMX_STORE")
-            .current_dir(self.dir.path().join("work"))
-            .arg("--store")
-            .arg(self.root())
-            .args(args);
-        c
+        let w = Work::new(&["cat", "echo", "sleep", "wget"])
+            .packages(&packages(sleep))
+            .in_work_dir();
+        Fixture { w }
     }
 
     /// `rocmx build --file packages.nix --argstr port PORT --no-link --json ATTR -j JOBS`,
@@ -281,22 +256,11 @@ impl Fixture {
         .spawn()
         .expect("spawn rocmx")
     }
-
-    pub fn run(&self, args: &[&str]) -> Output {
-        self.command(args).output().expect("run rocmx")
-    }
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        super::common::make_writable(self.dir.path());
-    }
 }
 
 /// Whether the sandbox can run here; prints why not.
 pub fn sandbox_usable() -> bool {
-    if busybox().is_none() {
-        eprintln!("SKIP: no busybox (install busybox-static)");
+    if busybox_or_skip().is_none() {
         return false;
     }
     if let Err(e) = rocmx_builder::sandbox::check_user_namespaces() {

@@ -4,32 +4,30 @@
 #![allow(dead_code)]
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::ops::Deref;
+use std::path::Path;
 use std::process::{Command, Output};
 
+use super::common::fixture::Work;
 use super::common::{err, out};
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_rocmx");
+/// A [`Work`] with the store `store/`.
+pub struct Fx(Work);
 
-pub struct Fx {
-    dir: tempfile::TempDir,
+impl Deref for Fx {
+    type Target = Work;
+    fn deref(&self) -> &Work {
+        &self.0
+    }
 }
 
 impl Fx {
     pub fn new() -> Fx {
-        let dir = tempfile::tempdir().expect("tempdir");
-        fs::create_dir_all(dir.path().join("store")).unwrap();
-        Fx { dir }
-    }
-
-    pub fn path(&self, rel: &str) -> PathBuf {
-        self.dir.path().join(rel)
-    }
-
-    pub fn write(&self, rel: &str, text: &str) {
-        let p = self.path(rel);
-        fs::create_dir_all(p.parent().unwrap()).unwrap();
-        fs::write(p, text).unwrap();
+        let w = Work::empty()
+            .store_at("store")
+            .env_remove("HSA_OVERRIDE_GFX_VERSION");
+        fs::create_dir_all(w.root()).unwrap();
+        Fx(w)
     }
 
     /// A stand-in builder tree (never run by dry runs).
@@ -39,13 +37,8 @@ impl Fx {
 
     /// `rocmx --store DIR ARGS` in the directory `cwd` (relative).
     pub fn run_in(&self, cwd: &str, args: &[&str]) -> Output {
-        Command::new(BIN)
-            .arg("--store")
-            .arg(self.path("store"))
-            .args(args)
+        self.command(args)
             .current_dir(self.path(cwd))
-            .env("ROCMX_CONFIG", "/dev/null")
-            .env_remove("HSA_OVERRIDE_GFX_VERSION")
             .output()
             .expect("run rocmx")
     }

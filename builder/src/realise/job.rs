@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rocmx_store::derivation::output_path_name;
+use rocmx_store::tree::remove_tree;
 use rocmx_store::{ContentAddress, Derivation, DerivationOutput, LocalStore, StorePath};
 
 use super::log::{log_path, LogSink};
@@ -161,16 +162,10 @@ impl DirPool {
     }
 }
 
-/// Removes a tree of any depth and modes (the workspace's one removal), as an
-/// [`io::Result`].
-fn remove_tree(path: &Path) -> io::Result<()> {
-    rocmx_store::tree::remove_tree(path).map_err(|e| io::Error::other(e.to_string()))
-}
-
 /// Removes a build directory that is not needed any more; a failure is a warning (on
 /// standard error), never an error: a leftover must not stop this or later builds.
 fn remove_or_warn(path: &Path) {
-    if let Err(e) = rocmx_store::tree::remove_tree(path) {
+    if let Err(e) = remove_tree(path) {
         eprintln!(
             "warning: could not remove the build directory {}: {e}; remove it by hand",
             path.display()
@@ -728,7 +723,7 @@ fn compare(
                 remove_tree(&dest).map_err(|e| BuildError::Io {
                     action: "removing the previous checked output",
                     path: dest.clone(),
-                    source: io::Error::other(e.to_string()),
+                    source: e.into(),
                 })?;
             }
             fs::rename(host, &dest).map_err(io_err("keeping the checked output at", &dest))?;

@@ -12,14 +12,11 @@ use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use nix::unistd::geteuid;
+// Trees the builder may have left: any depth, any modes. Failures below are left for
+// the caller's next cleanup.
+use rocmx_store::tree::remove_tree;
 
 use super::{errno_of, SandboxError};
-
-/// Removes a tree the builder may have left: any depth, any modes (see
-/// [`rocmx_store::tree::remove_tree`]). Failures are left for the caller's next cleanup.
-fn remove_tree(path: &Path) {
-    let _ = rocmx_store::tree::remove_tree(path);
-}
 
 /// Clears setuid and setgid bits below the output `path` (symlinks are left alone),
 /// refusing an output nested deeper than a store object may be
@@ -105,7 +102,7 @@ impl Staging {
 impl Drop for Staging {
     fn drop(&mut self) {
         if !self.lent {
-            remove_tree(&self.dir);
+            let _ = remove_tree(&self.dir);
             return;
         }
         if let Ok(entries) = std::fs::read_dir(&self.dir) {
@@ -118,7 +115,7 @@ impl Drop for Staging {
                     Err(_) => false,
                 };
                 if !removed {
-                    remove_tree(&e.path());
+                    let _ = remove_tree(&e.path());
                 }
             }
         }
@@ -170,7 +167,7 @@ impl WorkDirs {
         let output = match make(staging) {
             Ok(d) => d,
             Err(e) => {
-                remove_tree(&build);
+                let _ = remove_tree(&build);
                 return Err(e);
             }
         };
@@ -187,8 +184,8 @@ impl Drop for WorkDirs {
         if self.lent {
             return;
         }
-        remove_tree(&self.build);
-        remove_tree(&self.output);
+        let _ = remove_tree(&self.build);
+        let _ = remove_tree(&self.output);
     }
 }
 

@@ -10,17 +10,38 @@ use std::rc::Rc;
 
 use super::context::reject_context;
 use super::op;
-use crate::eval::{EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
+use crate::eval::{EResult, ErrorExt, EvalError, Evaluator};
 use crate::value::{Attrs, NixString, PrimOp, Sym, Value};
 
 pub(crate) static BUILTINS: &[PrimOp] = &[
-    op("attrNames", 1, attr_names),
-    op("attrValues", 1, attr_values),
-    op("getAttr", 2, get_attr),
-    op("hasAttr", 2, has_attr),
-    op("mapAttrs", 2, map_attrs),
-    op("removeAttrs", 2, remove_attrs),
-    op("intersectAttrs", 2, intersect_attrs),
+    op("attrNames", 1, attr_names).doc(
+        "set",
+        "Return the names of the attributes in the set, sorted alphabetically.",
+    ),
+    op("attrValues", 1, attr_values).doc(
+        "set",
+        "Return the values of the attributes in the set, in the order of the sorted attribute names.",
+    ),
+    op("getAttr", 2, get_attr).doc(
+        "s set",
+        "Return the attribute named s from set; evaluation aborts if it does not exist (a dynamic version of the . operator).",
+    ),
+    op("hasAttr", 2, has_attr).doc(
+        "s set",
+        "Return true if set has an attribute named s, and false otherwise (a dynamic version of the ? operator).",
+    ),
+    op("mapAttrs", 2, map_attrs).doc(
+        "f attrset",
+        "Apply the function f to every element of attrset: each value v of name n becomes f n v.",
+    ),
+    op("removeAttrs", 2, remove_attrs).doc(
+        "set list",
+        "Remove the attributes listed in list from set; they do not have to exist in set.",
+    ),
+    op("intersectAttrs", 2, intersect_attrs).doc(
+        "e1 e2",
+        "Return a set consisting of the attributes in the set e2 which have the same name as some attribute in e1.",
+    ),
 ];
 
 /// A string without context (Nix's `forceStringNoCtx`): attribute names and
@@ -36,6 +57,7 @@ pub(crate) fn lazy_apply2(f: &Value, name: &str, v: Value) -> Value {
     Value::lazy_apply(Value::lazy_apply(f.clone(), Value::str(name)), v)
 }
 
+/// Return the names of the attributes in the set, sorted alphabetically.
 fn attr_names(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let set = ev.expect_attrs(&a[0]).frame(None, || {
         "while evaluating the argument passed to builtins.attrNames".into()
@@ -45,6 +67,7 @@ fn attr_names(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     ))
 }
 
+/// Return the values of the attributes in the set, in the order of the sorted attribute names.
 fn attr_values(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let set = ev.expect_attrs(&a[0]).frame(None, || {
         "while evaluating the argument passed to builtins.attrValues".into()
@@ -52,6 +75,7 @@ fn attr_values(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     Ok(Value::list(set.values().cloned().collect()))
 }
 
+/// Return the attribute named s from set; evaluation aborts if it does not exist (a dynamic version of the . operator).
 fn get_attr(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let name = expect_string_no_ctx(ev, &a[0]).frame(None, || {
         "while evaluating the first argument passed to builtins.getAttr".into()
@@ -64,14 +88,12 @@ fn get_attr(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
             let v = v.clone();
             ev.force(&v)
         }
-        None => Err(EvalError::new(
-            ErrorKind::Eval,
-            format!("attribute '{}' missing", name.as_str()),
-        ))
-        .frame(None, || "in the attribute set under consideration".into()),
+        None => Err(EvalError::missing_attribute(name.as_str(), None))
+            .frame(None, || "in the attribute set under consideration".into()),
     }
 }
 
+/// Return true if set has an attribute named s, and false otherwise (a dynamic version of the ? operator).
 fn has_attr(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let name = expect_string_no_ctx(ev, &a[0]).frame(None, || {
         "while evaluating the first argument passed to builtins.hasAttr".into()
@@ -82,6 +104,7 @@ fn has_attr(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     Ok(Value::Bool(set.contains(name.as_str())))
 }
 
+/// Apply the function f to every element of attrset: each value v of name n becomes f n v.
 fn map_attrs(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let set = ev.expect_attrs(&a[1]).frame(None, || {
         "while evaluating the second argument passed to builtins.mapAttrs".into()
@@ -94,6 +117,7 @@ fn map_attrs(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     Ok(Value::attrs(Attrs::from_sorted(out)))
 }
 
+/// Remove the attributes listed in list from set; they do not have to exist in set.
 fn remove_attrs(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let set = ev.expect_attrs(&a[0]).frame(None, || {
         "while evaluating the first argument passed to builtins.removeAttrs".into()
@@ -137,6 +161,7 @@ fn remove_attrs(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     Ok(Value::Attrs(Rc::new(out)))
 }
 
+/// Return a set consisting of the attributes in the set e2 which have the same name as some attribute in e1.
 fn intersect_attrs(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let left = ev.expect_attrs(&a[0]).frame(None, || {
         "while evaluating the first argument passed to builtins.intersectAttrs".into()

@@ -14,20 +14,27 @@ use crate::eval::{CoerceMode, EResult, ErrorExt, ErrorKind, EvalError, Evaluator
 use crate::value::{Context, ContextElem, NixString, PrimOp, Value};
 
 pub(crate) static BUILTINS: &[PrimOp] = &[
-    op("hasContext", 1, has_context),
-    op("getContext", 1, get_context),
-    op("appendContext", 2, append_context),
-    op(
-        "unsafeDiscardStringContext",
-        1,
-        unsafe_discard_string_context,
+    op("hasContext", 1, has_context).doc("s", "Return true if string s has a non-empty context."),
+    op("getContext", 1, get_context).doc(
+        "s",
+        "Return the string context of s: a set mapping each store path to what it refers to (path, allOutputs, outputs).",
     ),
-    op(
-        "unsafeDiscardOutputDependency",
-        1,
-        unsafe_discard_output_dependency,
+    op("appendContext", 2, append_context).doc(
+        "s context",
+        "Return s with the string context described by the set context added.",
     ),
-    op("addDrvOutputDependencies", 1, add_drv_output_dependencies),
+    op("unsafeDiscardStringContext", 1, unsafe_discard_string_context).doc(
+        "s",
+        "Discard the string context from a value that can be coerced to a string.",
+    ),
+    op("unsafeDiscardOutputDependency", 1, unsafe_discard_output_dependency).doc(
+        "s",
+        "Create a copy of the given string where every derivation deep string context element is turned into a constant one.",
+    ),
+    op("addDrvOutputDependencies", 1, add_drv_output_dependencies).doc(
+        "s",
+        "Create a copy of the given string where its single constant string context element (a .drv) is turned into a derivation deep one.",
+    ),
 ];
 
 /// Nix's `forceStringNoCtx` check, the one place its error is worded: `Ok` for
@@ -71,6 +78,7 @@ fn is_store_path(ev: &Evaluator, s: &str) -> bool {
             .all(|c| c.is_ascii_digit() || c.is_ascii_lowercase())
 }
 
+/// Return true if string s has a non-empty context.
 fn has_context(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let s = ev.expect_string(&a[0]).frame(None, || {
         "while evaluating the argument passed to builtins.hasContext".into()
@@ -78,6 +86,7 @@ fn has_context(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     Ok(Value::Bool(s.has_context()))
 }
 
+/// Return the string context of s: a set mapping each store path to what it refers to (path, allOutputs, outputs).
 fn get_context(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let s = ev.expect_string(&a[0]).frame(None, || {
         "while evaluating the argument passed to builtins.getContext".into()
@@ -115,6 +124,7 @@ fn get_context(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     Ok(mk_attrs(entries))
 }
 
+/// Return s with the string context described by the set context added.
 fn append_context(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let orig = ev.expect_string(&a[0]).frame(None, || {
         "while evaluating the first argument passed to builtins.appendContext".into()
@@ -184,6 +194,7 @@ fn append_context(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     )))
 }
 
+/// Discard the string context from a value that can be coerced to a string.
 fn unsafe_discard_string_context(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let s = ev
         .coerce_to_string(&a[0], CoerceMode::Interpolation)
@@ -193,6 +204,7 @@ fn unsafe_discard_string_context(ev: &mut Evaluator, a: Vec<Value>) -> EResult<V
     Ok(Value::String(s.without_context()))
 }
 
+/// Create a copy of the given string where every derivation deep string context element is turned into a constant one.
 fn unsafe_discard_output_dependency(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let s = ev
         .coerce_to_string(&a[0], CoerceMode::Interpolation)
@@ -219,6 +231,7 @@ fn unsafe_discard_output_dependency(ev: &mut Evaluator, a: Vec<Value>) -> EResul
     )))
 }
 
+/// Create a copy of the given string where its single constant string context element (a .drv) is turned into a derivation deep one.
 fn add_drv_output_dependencies(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let s = ev
         .coerce_to_string(&a[0], CoerceMode::Interpolation)

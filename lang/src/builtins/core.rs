@@ -16,62 +16,133 @@ use crate::eval::{CoerceMode, EResult, ErrorExt, ErrorKind, EvalError, Evaluator
 use crate::value::{print, PrimOp, Value};
 
 pub(crate) static BUILTINS: &[PrimOp] = &[
-    op("throw", 1, throw),
-    op("abort", 1, abort),
-    op("seq", 2, seq),
-    op("deepSeq", 2, deep_seq),
-    op("tryEval", 1, try_eval),
-    op("trace", 2, trace),
-    op("traceVerbose", 2, trace_verbose),
-    op("warn", 2, warn),
-    op("addErrorContext", 2, add_error_context),
-    op("typeOf", 1, type_of),
-    op("isNull", 1, |ev, a| is_type(ev, a, "null")),
-    op("isInt", 1, |ev, a| is_type(ev, a, "int")),
-    op("isFloat", 1, |ev, a| is_type(ev, a, "float")),
-    op("isBool", 1, |ev, a| is_type(ev, a, "bool")),
-    op("isString", 1, |ev, a| is_type(ev, a, "string")),
-    op("isPath", 1, |ev, a| is_type(ev, a, "path")),
-    op("isList", 1, |ev, a| is_type(ev, a, "list")),
-    op("isAttrs", 1, |ev, a| is_type(ev, a, "set")),
-    op("isFunction", 1, |ev, a| is_type(ev, a, "lambda")),
-    op("functionArgs", 1, function_args),
-    op("toString", 1, to_string),
-    op("import", 1, import),
-    op("scopedImport", 2, scoped_import),
-    op("findFile", 2, find_file),
-    op("getEnv", 1, get_env),
-    op("placeholder", 1, placeholder),
-    op("unsafeGetAttrPos", 2, unsafe_get_attr_pos),
-    op("break", 1, break_),
+    op("throw", 1, throw).doc(
+        "s",
+        "Throw an error message s. This usually aborts Nix expression evaluation, but tryEval can catch it.",
+    ),
+    op("abort", 1, abort).doc(
+        "s",
+        "Abort Nix expression evaluation and print the error message s; tryEval cannot catch it.",
+    ),
+    op("seq", 2, seq).doc("e1 e2", "Evaluate e1, then evaluate and return e2."),
+    op("deepSeq", 2, deep_seq).doc(
+        "e1 e2",
+        "Like seq e1 e2, except that e1 is evaluated deeply: if it is a list or set, its elements or attributes are also evaluated recursively.",
+    ),
+    op("tryEval", 1, try_eval).doc(
+        "e",
+        "Try to shallowly evaluate e: { success = true; value = e; }, or { success = false; value = false; } when throw or assert failed.",
+    ),
+    op("trace", 2, trace).doc(
+        "e1 e2",
+        "Evaluate e1 and print its abstract syntax representation on standard error. Then return e2.",
+    ),
+    op("traceVerbose", 2, trace_verbose).doc(
+        "e1 e2",
+        "Return e2; with --trace-verbose (which rocmx does not have) Nix first prints e1 on standard error.",
+    ),
+    op("warn", 2, warn).doc(
+        "e1 e2",
+        "Evaluate e1, which must be a string, and print it on standard error as a warning. Then return e2.",
+    ),
+    op("addErrorContext", 2, add_error_context).doc(
+        "context value",
+        "Evaluate value; if that fails, add the string context to the error's trace.",
+    ),
+    op("typeOf", 1, type_of).doc(
+        "e",
+        "Return a string representing the type of the value e: int, bool, string, path, null, set, list, lambda or float.",
+    ),
+    op("isNull", 1, is_null).doc(
+        "e",
+        "Return true if e evaluates to null, and false otherwise (equivalent to e == null).",
+    ),
+    op("isInt", 1, is_int).doc(
+        "e",
+        "Return true if e evaluates to an integer, and false otherwise.",
+    ),
+    op("isFloat", 1, is_float).doc(
+        "e",
+        "Return true if e evaluates to a float, and false otherwise.",
+    ),
+    op("isBool", 1, is_bool).doc("e", "Return true if e evaluates to a bool, and false otherwise."),
+    op("isString", 1, is_string).doc(
+        "e",
+        "Return true if e evaluates to a string, and false otherwise.",
+    ),
+    op("isPath", 1, is_path).doc("e", "Return true if e evaluates to a path, and false otherwise."),
+    op("isList", 1, is_list).doc("e", "Return true if e evaluates to a list, and false otherwise."),
+    op("isAttrs", 1, is_attrs).doc(
+        "e",
+        "Return true if e evaluates to a set, and false otherwise.",
+    ),
+    op("isFunction", 1, is_function).doc(
+        "e",
+        "Return true if e evaluates to a function, and false otherwise.",
+    ),
+    op("functionArgs", 1, function_args).doc(
+        "f",
+        "Return a set containing the names of the formal arguments expected by the function f, each mapped to whether it has a default value.",
+    ),
+    op("toString", 1, to_string).doc(
+        "e",
+        "Convert the expression e to a string: a string, path, integer, float, Boolean, null, list, or set with __toString or outPath.",
+    ),
+    op("import", 1, import).doc(
+        "path",
+        "Load, parse, and return the Nix expression in the file path (default.nix in it if path is a directory).",
+    ),
+    op("scopedImport", 2, scoped_import).doc(
+        "scope path",
+        "Like import, with the attributes of the set scope in scope in the file's expression.",
+    ),
+    op("findFile", 2, find_file).doc(
+        "search-path lookup-path",
+        "Find lookup-path in search-path (a list of { prefix; path; } sets), as <lookup-path> does with nixPath.",
+    ),
+    op("getEnv", 1, get_env).doc(
+        "s",
+        "Return the value of the environment variable s, or an empty string if the variable does not exist or evaluation is pure.",
+    ),
+    op("placeholder", 1, placeholder).doc(
+        "output",
+        "Return an output placeholder string for the specified output that will be substituted by the corresponding output path at build time.",
+    ),
+    op("unsafeGetAttrPos", 2, unsafe_get_attr_pos).doc(
+        "s set",
+        "Return the position { file; line; column; } of the attribute named s from set, or null.",
+    ),
+    op("break", 1, break_).doc(
+        "v",
+        "In debug mode, pause Nix expression evaluation and enter the REPL; otherwise (always, in rocmx) return the argument v.",
+    ),
 ];
 
+/// Throw an error message s. This usually aborts Nix expression evaluation, but tryEval can catch it.
 fn throw(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let msg = ev.coerce_to_string(&a[0], CoerceMode::Interpolation)?;
     Err(EvalError::new(ErrorKind::Throw, msg.as_str()))
 }
 
+/// Abort Nix expression evaluation and print the error message s; tryEval cannot catch it.
 fn abort(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let msg = ev.coerce_to_string(&a[0], CoerceMode::Interpolation)?;
-    Err(EvalError::new(
-        ErrorKind::Abort,
-        format!(
-            "evaluation aborted with the following error message: '{}'",
-            msg.as_str()
-        ),
-    ))
+    Err(EvalError::abort(msg.as_str()))
 }
 
+/// Evaluate e1, then evaluate and return e2.
 fn seq(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     ev.force(&a[0])?;
     ev.force(&a[1])
 }
 
+/// Like seq e1 e2, except that e1 is evaluated deeply: if it is a list or set, its elements or attributes are also evaluated recursively.
 fn deep_seq(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     ev.force_deep(&a[0])?;
     ev.force(&a[1])
 }
 
+/// Try to shallowly evaluate e: { success = true; value = e; }, or { success = false; value = false; } when throw or assert failed.
 fn try_eval(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     match ev.force(&a[0]) {
         Ok(v) => Ok(mk_attrs(vec![("success", Value::Bool(true)), ("value", v)])),
@@ -91,16 +162,19 @@ fn trace_message(ev: &mut Evaluator, v: &Value) -> EResult<String> {
     })
 }
 
+/// Evaluate e1 and print its abstract syntax representation on standard error. Then return e2.
 fn trace(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let msg = trace_message(ev, &a[0])?;
     (ev.on_trace)(&format!("trace: {msg}"));
     ev.force(&a[1])
 }
 
+/// Return e2; with --trace-verbose (which rocmx does not have) Nix first prints e1 on standard error.
 fn trace_verbose(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     ev.force(&a[1])
 }
 
+/// Evaluate e1, which must be a string, and print it on standard error as a warning. Then return e2.
 fn warn(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let msg = ev.expect_string(&a[0])?;
     if ev.settings.abort_on_warn {
@@ -116,6 +190,7 @@ fn warn(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     ev.force(&a[1])
 }
 
+/// Evaluate value; if that fails, add the string context to the error's trace.
 fn add_error_context(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let r = ev.force(&a[1]);
     match r {
@@ -130,6 +205,7 @@ fn add_error_context(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     }
 }
 
+/// Return a string representing the type of the value e: int, bool, string, path, null, set, list, lambda or float.
 fn type_of(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let v = ev.force(&a[0])?;
     Ok(Value::str(v.type_().type_of()))
@@ -140,6 +216,52 @@ fn is_type(ev: &mut Evaluator, a: Vec<Value>, t: &str) -> EResult<Value> {
     Ok(Value::Bool(v.type_().type_of() == t))
 }
 
+/// Return true if e evaluates to null, and false otherwise (equivalent to e == null).
+fn is_null(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    is_type(ev, a, "null")
+}
+
+/// Return true if e evaluates to an integer, and false otherwise.
+fn is_int(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    is_type(ev, a, "int")
+}
+
+/// Return true if e evaluates to a float, and false otherwise.
+fn is_float(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    is_type(ev, a, "float")
+}
+
+/// Return true if e evaluates to a bool, and false otherwise.
+fn is_bool(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    is_type(ev, a, "bool")
+}
+
+/// Return true if e evaluates to a string, and false otherwise.
+fn is_string(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    is_type(ev, a, "string")
+}
+
+/// Return true if e evaluates to a path, and false otherwise.
+fn is_path(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    is_type(ev, a, "path")
+}
+
+/// Return true if e evaluates to a list, and false otherwise.
+fn is_list(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    is_type(ev, a, "list")
+}
+
+/// Return true if e evaluates to a set, and false otherwise.
+fn is_attrs(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    is_type(ev, a, "set")
+}
+
+/// Return true if e evaluates to a function, and false otherwise.
+fn is_function(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    is_type(ev, a, "lambda")
+}
+
+/// Return a set containing the names of the formal arguments expected by the function f, each mapped to whether it has a default value.
 fn function_args(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let f = ev.force(&a[0])?;
     match &f {
@@ -160,6 +282,7 @@ fn function_args(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     }
 }
 
+/// Convert the expression e to a string: a string, path, integer, float, Boolean, null, list, or set with __toString or outPath.
 fn to_string(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let s = ev.coerce_to_string(&a[0], CoerceMode::ToString)?;
     Ok(Value::String(s))
@@ -172,12 +295,14 @@ fn import_path(ev: &mut Evaluator, v: &Value) -> EResult<PathBuf> {
     Ok(p)
 }
 
+/// Load, parse, and return the Nix expression in the file path (default.nix in it if path is a directory).
 fn import(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let p = import_path(ev, &a[0])?;
     ev.import(&p)
         .frame(None, || format!("while importing '{}'", p.display()))
 }
 
+/// Like import, with the attributes of the set scope in scope in the file's expression.
 fn scoped_import(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     // `scopedImport attrs path`: the file is evaluated with the names of `attrs`
     // bound lexically between the globals and the file, so they shadow builtins
@@ -210,6 +335,7 @@ fn scoped_import(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     ev.eval(&ir, &env)
 }
 
+/// Find lookup-path in search-path (a list of { prefix; path; } sets), as <lookup-path> does with nixPath.
 fn find_file(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let list = ev.expect_list(&a[0])?;
     let name = ev.expect_string(&a[1])?;
@@ -257,7 +383,9 @@ fn find_file(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     if let Some(text) = corepkg(&name) {
         let file = name.rsplit('/').next().unwrap_or("corepkg.nix");
         let p = ev.store.add_text(file, text, &Default::default())?;
-        return Ok(Value::Path(std::rc::Rc::new(PathBuf::from(p))));
+        return Ok(Value::Path(std::rc::Rc::new(PathBuf::from(
+            p.to_absolute(),
+        ))));
     }
     // Thrown, so `tryEval <x>` can catch it as in Nix.
     Err(EvalError::new(
@@ -290,6 +418,7 @@ derivation {
     }
 }
 
+/// Return the value of the environment variable s, or an empty string if the variable does not exist or evaluation is pure.
 fn get_env(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let name = ev.expect_string(&a[0])?;
     let v = if ev.settings.impure {
@@ -307,11 +436,14 @@ pub(crate) fn output_placeholder(output: &str) -> String {
     format!("/{}", h.unwrap_or_default())
 }
 
+/// Return an output placeholder string for the specified output that will be substituted by the corresponding output path at build time.
 fn placeholder(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let name = ev.expect_string(&a[0])?;
     Ok(Value::str(output_placeholder(name.as_str())))
 }
 
+/// Return the position { file; line; column; } of the attribute named s from set, or null.
+///
 /// `unsafeGetAttrPos name set`: `{ file, line, column }` of where `name` was
 /// defined, or null when unknown (made by a builtin) or absent.
 fn unsafe_get_attr_pos(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
@@ -333,6 +465,7 @@ fn unsafe_get_attr_pos(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     ]))
 }
 
+/// In debug mode, pause Nix expression evaluation and enter the REPL; otherwise (always, in rocmx) return the argument v.
 fn break_(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     ev.force(&a[0])
 }

@@ -26,7 +26,12 @@ use super::op;
 use crate::eval::{CoerceMode, EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
 use crate::value::{Attrs, Context, ContextElem, NixString, PrimOp, Sym, Value};
 
-pub(crate) static BUILTINS: &[PrimOp] = &[op("derivationStrict", 1, derivation_strict)];
+pub(crate) static BUILTINS: &[PrimOp] = &[
+    op("derivationStrict", 1, derivation_strict).doc(
+        "attrs",
+        "Write the store derivation described by attrs and return its drvPath and output paths (the primitive under derivation).",
+    ),
+];
 
 /// `derivation`, written in the language itself on top of `derivationStrict` so
 /// that laziness and the output attributes behave exactly as Nix users expect.
@@ -74,12 +79,13 @@ fn is_env_attr(k: &str) -> bool {
     !matches!(k, "__ignoreNulls" | "__structuredAttrs")
 }
 
+/// Write the store derivation described by attrs and return its drvPath and output paths (the primitive under derivation).
 fn derivation_strict(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let attrs = ev.expect_attrs(&a[0])?;
     let name_v = attrs
         .get("name")
         .cloned()
-        .ok_or_else(|| err("attribute 'name' missing"))?;
+        .ok_or_else(|| EvalError::missing_attribute("name", None))?;
     let name = ev.expect_string(&name_v).frame(None, || {
         "while evaluating the `name` attribute passed to builtins.derivationStrict".into()
     })?;
@@ -305,11 +311,10 @@ fn build(ev: &mut Evaluator, attrs: &Attrs, name: &str) -> EResult<Value> {
         args,
         env,
     };
-    let refs: BTreeSet<String> = drv.references().iter().map(|p| p.to_absolute()).collect();
-    let drv_path_s = ev
+    let drv_path = ev
         .store
-        .add_text(&format!("{name}.drv"), &drv.to_aterm(), &refs)?;
-    let drv_path = parse_store_path(&drv_path_s)?;
+        .add_text(&format!("{name}.drv"), &drv.to_aterm(), &drv.references())?;
+    let drv_path_s = drv_path.to_absolute();
     let out_paths = drv
         .output_paths(&drv_path, name)
         .map_err(|e| err(e.to_string()))?;

@@ -21,25 +21,63 @@ use crate::store::PathFilter;
 use crate::value::{Attrs, Context, ContextElem, NixString, PrimOp, Sym, Value};
 
 pub(crate) static BUILTINS: &[PrimOp] = &[
-    op("readFile", 1, read_file),
-    op("readDir", 1, read_dir),
-    op("readFileType", 1, read_file_type),
-    op("pathExists", 1, path_exists),
-    op("hashFile", 2, hash_file),
-    op("path", 1, path),
-    op("filterSource", 2, filter_source),
-    op("toFile", 2, to_file),
-    op("toPath", 1, to_path),
-    op("storePath", 1, store_path),
-    op("fetchurl", 1, fetchurl),
-    op("fetchTarball", 1, |ev, a| {
-        refuse_fetch(ev, a, "fetchTarball")
-    }),
-    op("fetchGit", 1, |ev, a| refuse_fetch(ev, a, "fetchGit")),
-    op("fetchMercurial", 1, |ev, a| {
-        refuse_fetch(ev, a, "fetchMercurial")
-    }),
-    op("fetchTree", 1, fetch_tree),
+    op("readFile", 1, read_file).doc("path", "Return the contents of the file path as a string."),
+    op("readDir", 1, read_dir).doc(
+        "path",
+        "Return the contents of the directory path as a set mapping directory entries to their file type (regular, directory, symlink, unknown).",
+    ),
+    op("readFileType", 1, read_file_type).doc(
+        "p",
+        "Determine the directory entry type of a filesystem node: directory, regular, symlink or unknown.",
+    ),
+    op("pathExists", 1, path_exists).doc(
+        "path",
+        "Return true if the path path exists at evaluation time, and false otherwise.",
+    ),
+    op("hashFile", 2, hash_file).doc(
+        "type p",
+        "Return a base-16 representation of the cryptographic hash of the file at path p, with the algorithm type (md5, sha1, sha256 or sha512).",
+    ),
+    op("path", 1, path).doc(
+        "args",
+        "Copy args.path to the store, optionally named (name), filtered (filter), flat (recursive = false) or checked (sha256).",
+    ),
+    op("filterSource", 2, filter_source).doc(
+        "e1 e2",
+        "Copy the source tree e2 to the store, keeping only the files for which the predicate e1 (path, type) returns true.",
+    ),
+    op("toFile", 2, to_file).doc(
+        "name s",
+        "Store the string s in a file in the Nix store and return its path; the file has suffix name.",
+    ),
+    op("toPath", 1, to_path).doc(
+        "s",
+        "DEPRECATED. Use /. + \"/path\" to convert a string into an absolute path.",
+    ),
+    op("storePath", 1, store_path).doc(
+        "path",
+        "Define a dependency on an already existing store path: path, with the context of its store path.",
+    ),
+    op("fetchurl", 1, fetchurl).doc(
+        "arg",
+        "Download the specified URL and return the path of the downloaded file; rocmx refuses it during evaluation (use builtin:fetchurl).",
+    ),
+    op("fetchTarball", 1, fetch_tarball).doc(
+        "args",
+        "Download the specified URL, unpack it and return the path of the unpacked tree; rocmx refuses it during evaluation.",
+    ),
+    op("fetchGit", 1, fetch_git).doc(
+        "args",
+        "Fetch a path from git; rocmx refuses it during evaluation.",
+    ),
+    op("fetchMercurial", 1, fetch_mercurial).doc(
+        "args",
+        "Fetch a path from Mercurial; rocmx refuses it during evaluation.",
+    ),
+    op("fetchTree", 1, fetch_tree).doc(
+        "input",
+        "Fetch a file system tree or a plain file and return its store path and metadata; rocmx refuses it during evaluation.",
+    ),
 ];
 
 // ---- helpers --------------------------------------------------------------------
@@ -273,14 +311,16 @@ fn base_name(p: &Path) -> String {
         .unwrap_or_default()
 }
 
-/// A store path string with itself as context.
-fn store_path_value(p: String) -> Value {
+/// A store path as a string with itself as context.
+fn store_path_value(p: StorePath) -> Value {
+    let p = p.to_absolute();
     let ctx = Context::single(ContextElem::Opaque(p.clone()));
     Value::String(NixString::with_context(p, ctx))
 }
 
 // ---- reading --------------------------------------------------------------------
 
+/// Return the contents of the file path as a string.
 fn read_file(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let (p, ctx) = realise_arg(ev, &a[0])?;
     let bytes = read_bytes(ev, &p)?;
@@ -299,6 +339,7 @@ fn read_file(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     )))
 }
 
+/// Return the contents of the directory path as a set mapping directory entries to their file type (regular, directory, symlink, unknown).
 fn read_dir(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let (p, _) = realise_arg(ev, &a[0])?;
     let resolved = resolve_symlinks(ev, &p, Resolve::Full)?;
@@ -349,6 +390,7 @@ fn read_dir(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     Ok(Value::attrs(Attrs::from_unsorted(entries)))
 }
 
+/// Determine the directory entry type of a filesystem node: directory, regular, symlink or unknown.
 fn read_file_type(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let (p, _) = realise_arg(ev, &a[0])?;
     let t = lstat_type(ev, &p).map_err(|e| {
@@ -361,6 +403,7 @@ fn read_file_type(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     Ok(Value::str(t))
 }
 
+/// Return true if the path path exists at evaluation time, and false otherwise.
 fn path_exists(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let v = ev.force(&a[0])?;
     // A string ending in `/` or `/.` must name a directory.
@@ -394,6 +437,7 @@ fn hash_algo(name: &str) -> EResult<HashAlgo> {
     }
 }
 
+/// Return a base-16 representation of the cryptographic hash of the file at path p, with the algorithm type (md5, sha1, sha256 or sha512).
 fn hash_file(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let algo = expect_plain_string(ev, &a[0]).frame(None, || {
         "while evaluating the first argument passed to builtins.hashFile".into()
@@ -486,7 +530,6 @@ fn add_path(
             };
             StorePath::from_ca(name, &ca)
                 .map_err(|e| EvalError::new(ErrorKind::Eval, e.to_string()))?
-                .to_absolute()
         }
         (IngestionMethod::Flat, expected, _) => {
             // A flat file is never filtered (the filter sees only entries below a directory).
@@ -503,6 +546,7 @@ fn add_path(
     Ok(store_path_value(sp))
 }
 
+/// Copy the source tree e2 to the store, keeping only the files for which the predicate e1 (path, type) returns true.
 fn filter_source(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let (p, _) = coerce_to_path_ctx(ev, &a[1]).frame(None, || {
         "while evaluating the second argument (the path to filter) passed to 'builtins.filterSource'".into()
@@ -530,6 +574,7 @@ fn parse_sha256(ev: &mut Evaluator, s: &str) -> EResult<Hash> {
         .map_err(|e| EvalError::new(ErrorKind::Eval, format!("invalid hash '{s}': {e}")))
 }
 
+/// Copy args.path to the store, optionally named (name), filtered (filter), flat (recursive = false) or checked (sha256).
 fn path(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let args = ev.expect_attrs(&a[0]).frame(None, || {
         "while evaluating the argument passed to 'builtins.path'".into()
@@ -594,6 +639,7 @@ fn path(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
         .frame(None, || format!("while adding path '{}'", src.display()))
 }
 
+/// Store the string s in a file in the Nix store and return its path; the file has suffix name.
 fn to_file(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let name = expect_plain_string(ev, &a[0]).frame(None, || {
         "while evaluating the first argument passed to builtins.toFile".into()
@@ -605,7 +651,10 @@ fn to_file(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     for c in contents.context().iter() {
         match c {
             ContextElem::Opaque(p) => {
-                refs.insert(p.clone());
+                refs.insert(
+                    StorePath::from_absolute(p)
+                        .map_err(|e| EvalError::new(ErrorKind::Eval, e.to_string()))?,
+                );
             }
             other => {
                 return Err(EvalError::new(
@@ -622,6 +671,7 @@ fn to_file(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     Ok(store_path_value(sp))
 }
 
+/// DEPRECATED. Use /. + "/path" to convert a string into an absolute path.
 fn to_path(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let (p, ctx) = coerce_to_path_ctx(ev, &a[0]).frame(None, || {
         "while evaluating the first argument passed to builtins.toPath".into()
@@ -642,6 +692,7 @@ fn store_path_of(store_dir: &str, p: &str) -> Option<String> {
     Some(format!("{store_dir}/{base}"))
 }
 
+/// Define a dependency on an already existing store path: path, with the context of its store path.
 fn store_path(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     if !ev.settings.impure {
         return Err(EvalError::new(
@@ -721,6 +772,7 @@ fn url_base_name(url: &str) -> &str {
     trimmed.rsplit('/').next().unwrap_or(trimmed)
 }
 
+/// Download the specified URL and return the path of the downloaded file; rocmx refuses it during evaluation (use builtin:fetchurl).
 fn fetchurl(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let v = ev.force(&a[0])?;
     match &v {
@@ -773,6 +825,22 @@ fn refuse_fetch(ev: &mut Evaluator, a: Vec<Value>, name: &str) -> EResult<Value>
     }
 }
 
+/// Download the specified URL, unpack it and return the path of the unpacked tree; rocmx refuses it during evaluation.
+fn fetch_tarball(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    refuse_fetch(ev, a, "fetchTarball")
+}
+
+/// Fetch a path from git; rocmx refuses it during evaluation.
+fn fetch_git(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    refuse_fetch(ev, a, "fetchGit")
+}
+
+/// Fetch a path from Mercurial; rocmx refuses it during evaluation.
+fn fetch_mercurial(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+    refuse_fetch(ev, a, "fetchMercurial")
+}
+
+/// Fetch a file system tree or a plain file and return its store path and metadata; rocmx refuses it during evaluation.
 fn fetch_tree(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let v = ev.force(&a[0])?;
     if let Value::String(s) = &v {

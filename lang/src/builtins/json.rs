@@ -21,14 +21,21 @@ use crate::value::{Context, ContextElem, NixString, PrimOp, Value};
 pub(crate) use from_toml::toml_to_value;
 
 pub(crate) static BUILTINS: &[PrimOp] = &[
-    op("toJSON", 1, to_json),
-    op("fromJSON", 1, from_json),
-    op("fromTOML", 1, from_toml),
-    op("toXML", 1, to_xml::to_xml),
+    op("toJSON", 1, to_json).doc(
+        "e",
+        "Return a string containing a JSON representation of e; derivations and paths become store paths.",
+    ),
+    op("fromJSON", 1, from_json).doc("e", "Convert a JSON string to a Nix value."),
+    op("fromTOML", 1, from_toml).doc("e", "Convert a TOML string to a Nix value."),
+    op("toXML", 1, to_xml::to_xml).doc(
+        "e",
+        "Return a string containing an XML representation of e.",
+    ),
 ];
 
 // ---- toJSON -------------------------------------------------------------------
 
+/// Return a string containing a JSON representation of e; derivations and paths become store paths.
 fn to_json(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let (s, ctx) = value_to_json(ev, &a[0], true)?;
     Ok(Value::String(NixString::with_context(s, ctx)))
@@ -70,9 +77,10 @@ pub(crate) fn show_type_for_conversion(v: &Value) -> String {
 }
 
 fn depth_error(ev: &Evaluator) -> Box<EvalError> {
-    let _ = ev;
     EvalError::new(
-        ErrorKind::CallDepth,
+        ErrorKind::CallDepth {
+            limit: ev.settings.max_call_depth,
+        },
         "stack overflow; max-call-depth exceeded",
     )
 }
@@ -265,6 +273,7 @@ pub(crate) fn json_float(f: f64) -> String {
 
 // ---- fromJSON -----------------------------------------------------------------
 
+/// Convert a JSON string to a Nix value.
 fn from_json(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let s = ev.expect_string(&a[0]).frame(None, || {
         "while evaluating the first argument passed to builtins.fromJSON".into()
@@ -283,6 +292,7 @@ pub(crate) fn null_byte_error(s: &str) -> String {
 
 // ---- fromTOML -----------------------------------------------------------------
 
+/// Convert a TOML string to a Nix value.
 fn from_toml(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let s = ev.expect_string(&a[0]).frame(None, || {
         "while evaluating the argument passed to builtins.fromTOML".into()

@@ -19,26 +19,80 @@ use crate::eval::{EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
 use crate::value::{Attrs, PrimOp, Sym, Value};
 
 pub(crate) static BUILTINS: &[PrimOp] = &[
-    op("map", 2, map),
-    op("filter", 2, filter),
-    op("foldl'", 3, foldl_strict),
-    op("length", 1, length),
-    op("elemAt", 2, elem_at),
-    op("head", 1, head),
-    op("tail", 1, tail),
-    op("genList", 2, gen_list),
-    op("sort", 2, sort),
-    op("concatLists", 1, concat_lists),
-    op("concatMap", 2, concat_map),
-    op("elem", 2, elem),
-    op("any", 2, any),
-    op("all", 2, all),
-    op("partition", 2, partition),
-    op("groupBy", 2, group_by),
-    op("genericClosure", 1, generic_closure),
-    op("listToAttrs", 1, list_to_attrs),
-    op("zipAttrsWith", 2, zip_attrs_with),
-    op("catAttrs", 2, cat_attrs),
+    op("map", 2, map).doc("f list", "Apply the function f to each element in the list list."),
+    op("filter", 2, filter).doc(
+        "f list",
+        "Return a list consisting of the elements of list for which the function f returns true.",
+    ),
+    op("foldl'", 3, foldl_strict).doc(
+        "op nul list",
+        "Reduce a list by applying a binary operator, from left to right: op (op (op nul x0) x1) x2 …, forcing each step.",
+    ),
+    op("length", 1, length).doc("e", "Return the length of the list e."),
+    op("elemAt", 2, elem_at).doc(
+        "xs n",
+        "Return element n from the list xs, counting from 0; a fatal error occurs if the index is out of bounds.",
+    ),
+    op("head", 1, head).doc(
+        "list",
+        "Return the first element of a list; abort evaluation if the argument is not a list or is an empty list.",
+    ),
+    op("tail", 1, tail).doc(
+        "list",
+        "Return the list without its first item; abort evaluation if the argument is not a list or is an empty list.",
+    ),
+    op("genList", 2, gen_list).doc(
+        "generator length",
+        "Generate a list of size length, with each element i equal to the value returned by generator i.",
+    ),
+    op("sort", 2, sort).doc(
+        "comparator list",
+        "Return list in sorted order (a stable sort), comparing elements with the less-than function comparator.",
+    ),
+    op("concatLists", 1, concat_lists).doc(
+        "lists",
+        "Concatenate a list of lists into a single list.",
+    ),
+    op("concatMap", 2, concat_map).doc(
+        "f list",
+        "This function is equivalent to builtins.concatLists (map f list) but is more efficient.",
+    ),
+    op("elem", 2, elem).doc(
+        "x xs",
+        "Return true if a value equal to x occurs in the list xs, and false otherwise.",
+    ),
+    op("any", 2, any).doc(
+        "pred list",
+        "Return true if the function pred returns true for at least one element of list, and false otherwise.",
+    ),
+    op("all", 2, all).doc(
+        "pred list",
+        "Return true if the function pred returns true for all elements of list, and false otherwise.",
+    ),
+    op("partition", 2, partition).doc(
+        "pred list",
+        "Split list into { right = the elements for which pred returns true; wrong = the others; }.",
+    ),
+    op("groupBy", 2, group_by).doc(
+        "f list",
+        "Group the elements of list by the string f returns for each: a set of lists, one per name returned.",
+    ),
+    op("genericClosure", 1, generic_closure).doc(
+        "attrset",
+        "Compute the transitive closure of attrset.startSet under attrset.operator, each element unique by its key attribute.",
+    ),
+    op("listToAttrs", 1, list_to_attrs).doc(
+        "e",
+        "Construct a set from a list of { name = …; value = …; } sets; of duplicate names, the first takes precedence.",
+    ),
+    op("zipAttrsWith", 2, zip_attrs_with).doc(
+        "f list",
+        "Transpose a list of attribute sets into an attribute set of lists, then apply mapAttrs: f name [ values ].",
+    ),
+    op("catAttrs", 2, cat_attrs).doc(
+        "attr list",
+        "Collect each attribute named attr from a list of attribute sets; sets that do not contain it are ignored.",
+    ),
 ];
 
 fn arg_list(ev: &mut Evaluator, v: &Value, which: &str, name: &str) -> EResult<Rc<Vec<Value>>> {
@@ -59,6 +113,7 @@ fn call_pred(ev: &mut Evaluator, f: &Value, x: &Value, ctx: &'static str) -> ERe
     ev.expect_bool(&r).frame(None, || ctx.into())
 }
 
+/// Apply the function f to each element in the list list.
 fn map(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let list = arg_list(ev, &a[1], "second", "map")?;
     if list.is_empty() {
@@ -72,6 +127,7 @@ fn map(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     ))
 }
 
+/// Return a list consisting of the elements of list for which the function f returns true.
 fn filter(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let list = arg_list(ev, &a[1], "second", "filter")?;
     if list.is_empty() {
@@ -96,6 +152,7 @@ fn filter(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     Ok(Value::list(out))
 }
 
+/// Reduce a list by applying a binary operator, from left to right: op (op (op nul x0) x1) x2 …, forcing each step.
 fn foldl_strict(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let f = arg_function(ev, &a[0], "first", "foldlStrict")?;
     let list = arg_list(ev, &a[2], "third", "foldlStrict")?;
@@ -111,11 +168,13 @@ fn foldl_strict(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     Ok(acc)
 }
 
+/// Return the length of the list e.
 fn length(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let list = arg_list(ev, &a[0], "first", "length")?;
     Ok(Value::Int(list.len() as i64))
 }
 
+/// Return element n from the list xs, counting from 0; a fatal error occurs if the index is out of bounds.
 fn elem_at(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let n = ev.expect_int(&a[1]).frame(None, || {
         "while evaluating the second argument passed to 'builtins.elemAt'".into()
@@ -138,6 +197,7 @@ fn elem_at(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     }
 }
 
+/// Return the first element of a list; abort evaluation if the argument is not a list or is an empty list.
 fn head(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let list = ev.expect_list(&a[0]).frame(None, || {
         "while evaluating the first argument passed to 'builtins.head'".into()
@@ -154,6 +214,7 @@ fn head(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     }
 }
 
+/// Return the list without its first item; abort evaluation if the argument is not a list or is an empty list.
 fn tail(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let list = ev.expect_list(&a[0]).frame(None, || {
         "while evaluating the first argument passed to 'builtins.tail'".into()
@@ -167,6 +228,7 @@ fn tail(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     }
 }
 
+/// Generate a list of size length, with each element i equal to the value returned by generator i.
 fn gen_list(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let n = ev.expect_int(&a[1]).frame(None, || {
         "while evaluating the second argument passed to builtins.genList".into()
@@ -265,6 +327,7 @@ fn merge_sort(s: &mut Sorter<'_>, v: &mut [usize], buf: &mut Vec<usize>) -> ERes
     Ok(())
 }
 
+/// Return list in sorted order (a stable sort), comparing elements with the less-than function comparator.
 fn sort(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let list = arg_list(ev, &a[1], "second", "sort")?;
     if list.is_empty() {
@@ -311,6 +374,7 @@ fn concat(parts: Vec<Rc<Vec<Value>>>) -> Value {
     }
 }
 
+/// Concatenate a list of lists into a single list.
 fn concat_lists(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let lists = arg_list(ev, &a[0], "first", "concatLists")?;
     let mut parts = Vec::with_capacity(lists.len());
@@ -322,6 +386,7 @@ fn concat_lists(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     Ok(concat(parts))
 }
 
+/// This function is equivalent to builtins.concatLists (map f list) but is more efficient.
 fn concat_map(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let f = arg_function(ev, &a[0], "first", "concatMap")?;
     let list = arg_list(ev, &a[1], "second", "concatMap")?;
@@ -335,6 +400,7 @@ fn concat_map(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     Ok(concat(parts))
 }
 
+/// Return true if a value equal to x occurs in the list xs, and false otherwise.
 fn elem(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let list = arg_list(ev, &a[1], "second", "elem")?;
     for x in list.iter() {
@@ -362,14 +428,17 @@ fn any_or_all(ev: &mut Evaluator, a: &[Value], any: bool) -> EResult<Value> {
     Ok(Value::Bool(!any))
 }
 
+/// Return true if the function pred returns true for at least one element of list, and false otherwise.
 fn any(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     any_or_all(ev, &a, true)
 }
 
+/// Return true if the function pred returns true for all elements of list, and false otherwise.
 fn all(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     any_or_all(ev, &a, false)
 }
 
+/// Split list into { right = the elements for which pred returns true; wrong = the others; }.
 fn partition(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let f = arg_function(ev, &a[0], "first", "partition")?;
     let list = arg_list(ev, &a[1], "second", "partition")?;
@@ -393,6 +462,7 @@ fn partition(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     ]))
 }
 
+/// Group the elements of list by the string f returns for each: a set of lists, one per name returned.
 fn group_by(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let f = arg_function(ev, &a[0], "first", "groupBy")?;
     let list = arg_list(ev, &a[1], "second", "groupBy")?;
@@ -567,15 +637,13 @@ fn insert_sorted(
     }
 }
 
+/// Compute the transitive closure of attrset.startSet under attrset.operator, each element unique by its key attribute.
 fn generic_closure(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let args = ev.expect_attrs(&a[0]).frame(None, || {
         "while evaluating the first argument passed to builtins.genericClosure".into()
     })?;
     let missing = |name: &str| -> Box<EvalError> {
-        let r: EResult<()> = Err(EvalError::new(
-            ErrorKind::Eval,
-            format!("attribute '{name}' missing"),
-        ));
+        let r: EResult<()> = Err(EvalError::missing_attribute(name, None));
         match r.frame(None, || {
             "in the attrset passed as argument to builtins.genericClosure".into()
         }) {
@@ -618,8 +686,7 @@ fn generic_closure(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
             other => return Err(ev.type_error("a set", other)).frame(None, in_elem),
         };
         let Some(key) = set.get("key").cloned() else {
-            return Err(EvalError::new(ErrorKind::Eval, "attribute 'key' missing"))
-                .frame(None, in_elem);
+            return Err(EvalError::missing_attribute("key", None)).frame(None, in_elem);
         };
         let key = ev.force(&key)?;
         if !keys.insert(ev, &key, &e)? {
@@ -653,6 +720,7 @@ fn generic_closure(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 
 // ---- lists to sets -----------------------------------------------------------------
 
+/// Construct a set from a list of { name = …; value = …; } sets; of duplicate names, the first takes precedence.
 fn list_to_attrs(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let list = ev.expect_list(&a[0]).frame(None, || {
         "while evaluating the argument passed to builtins.listToAttrs".into()
@@ -663,7 +731,7 @@ fn list_to_attrs(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
             "while evaluating an element of the list passed to builtins.listToAttrs".into()
         })?;
         let Some(name) = set.get("name").cloned() else {
-            return Err(EvalError::new(ErrorKind::Eval, "attribute 'name' missing"))
+            return Err(EvalError::missing_attribute("name", None))
                 .frame(None, || "in a {name=...; value=...;} pair".into());
         };
         let name = expect_string_no_ctx(ev, &name).frame(None, || {
@@ -679,7 +747,7 @@ fn list_to_attrs(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
             continue;
         }
         let Some(v) = set.get("value").cloned() else {
-            return Err(EvalError::new(ErrorKind::Eval, "attribute 'value' missing"))
+            return Err(EvalError::missing_attribute("value", None))
                 .frame(None, || "in a {name=...; value=...;} pair".into());
         };
         out.push((name, v));
@@ -687,6 +755,7 @@ fn list_to_attrs(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     Ok(Value::attrs(Attrs::from_sorted(out)))
 }
 
+/// Transpose a list of attribute sets into an attribute set of lists, then apply mapAttrs: f name [ values ].
 fn zip_attrs_with(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let f = arg_function(ev, &a[0], "first", "zipAttrsWith")?;
     let list = arg_list(ev, &a[1], "second", "zipAttrsWith")?;
@@ -720,6 +789,7 @@ fn zip_attrs_with(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     )))
 }
 
+/// Collect each attribute named attr from a list of attribute sets; sets that do not contain it are ignored.
 fn cat_attrs(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let name = expect_string_no_ctx(ev, &a[0]).frame(None, || {
         "while evaluating the first argument passed to builtins.catAttrs".into()

@@ -12,34 +12,48 @@ use crate::syntax::ast::BinaryOp;
 use crate::value::{print, PrimOp, Value};
 
 pub(crate) static BUILTINS: &[PrimOp] = &[
-    op("add", 2, add),
-    op("sub", 2, sub),
-    op("mul", 2, mul),
-    op("div", 2, div),
-    op("bitAnd", 2, bit_and),
-    op("bitOr", 2, bit_or),
-    op("bitXor", 2, bit_xor),
-    op("lessThan", 2, less_than_op),
-    op("ceil", 1, ceil),
-    op("floor", 1, floor),
+    op("add", 2, add).doc("e1 e2", "Return the sum of the numbers e1 and e2."),
+    op("sub", 2, sub).doc("e1 e2", "Return the difference between the numbers e1 and e2."),
+    op("mul", 2, mul).doc("e1 e2", "Return the product of the numbers e1 and e2."),
+    op("div", 2, div).doc("e1 e2", "Return the quotient of the numbers e1 and e2."),
+    op("bitAnd", 2, bit_and).doc("e1 e2", "Return the bitwise AND of the integers e1 and e2."),
+    op("bitOr", 2, bit_or).doc("e1 e2", "Return the bitwise OR of the integers e1 and e2."),
+    op("bitXor", 2, bit_xor).doc("e1 e2", "Return the bitwise XOR of the integers e1 and e2."),
+    op("lessThan", 2, less_than_op).doc(
+        "e1 e2",
+        "Return true if the value e1 is less than the value e2, and false otherwise (numbers, strings, paths or lists).",
+    ),
+    op("ceil", 1, ceil).doc(
+        "number",
+        "Round and convert number to the next higher integer, if possible.",
+    ),
+    op("floor", 1, floor).doc(
+        "number",
+        "Round and convert number to the next lower integer, if possible.",
+    ),
 ];
 
+/// Return true if the value e1 is less than the value e2, and false otherwise (numbers, strings, paths or lists).
 fn less_than_op(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     ev.less_than(&a[0], &a[1]).map(Value::Bool)
 }
 
+/// Return the sum of the numbers e1 and e2.
 fn add(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     ev.arith(BinaryOp::Add, &a[0], &a[1])
 }
 
+/// Return the difference between the numbers e1 and e2.
 fn sub(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     ev.arith(BinaryOp::Sub, &a[0], &a[1])
 }
 
+/// Return the product of the numbers e1 and e2.
 fn mul(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     ev.arith(BinaryOp::Mul, &a[0], &a[1])
 }
 
+/// Return the quotient of the numbers e1 and e2.
 fn div(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     ev.arith(BinaryOp::Div, &a[0], &a[1])
 }
@@ -54,14 +68,17 @@ fn bit_op(ev: &mut Evaluator, a: &[Value], name: &str, f: fn(i64, i64) -> i64) -
     Ok(Value::Int(f(x, y)))
 }
 
+/// Return the bitwise AND of the integers e1 and e2.
 fn bit_and(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     bit_op(ev, &a, "bitAnd", |x, y| x & y)
 }
 
+/// Return the bitwise OR of the integers e1 and e2.
 fn bit_or(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     bit_op(ev, &a, "bitOr", |x, y| x | y)
 }
 
+/// Return the bitwise XOR of the integers e1 and e2.
 fn bit_xor(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     bit_op(ev, &a, "bitXor", |x, y| x ^ y)
 }
@@ -113,10 +130,12 @@ fn round(ev: &mut Evaluator, a: &[Value], name: &str, f: fn(f64) -> f64) -> ERes
     }
 }
 
+/// Round and convert number to the next higher integer, if possible.
 fn ceil(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     round(ev, &a, "ceil", f64::ceil)
 }
 
+/// Round and convert number to the next lower integer, if possible.
 fn floor(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     round(ev, &a, "floor", f64::floor)
 }

@@ -20,16 +20,43 @@ use crate::value::{NixString, PrimOp, Value};
 use rocmx_store::{Encoding, Hash, HashAlgo, HashError};
 
 pub(crate) static BUILTINS: &[PrimOp] = &[
-    op("stringLength", 1, string_length),
-    op("substring", 3, substring),
-    op("replaceStrings", 3, replace_strings),
-    op("split", 2, split),
-    op("match", 2, match_),
-    op("concatStringsSep", 2, concat_strings_sep),
-    op("baseNameOf", 1, base_name_of_op),
-    op("dirOf", 1, dir_of),
-    op("hashString", 2, hash_string),
-    op("convertHash", 1, convert_hash),
+    op("stringLength", 1, string_length).doc("e", "Return the number of bytes of the string e."),
+    op("substring", 3, substring).doc(
+        "start len s",
+        "Return the substring of s from byte position start (zero-based) up to but not including start + len.",
+    ),
+    op("replaceStrings", 3, replace_strings).doc(
+        "from to s",
+        "Given string s, replace every occurrence of the strings in from with the corresponding string in to.",
+    ),
+    op("split", 2, split).doc(
+        "regex str",
+        "Return a list of the strings between the matches of the extended POSIX regular expression regex in str, with the lists of each match's groups between them.",
+    ),
+    op("match", 2, match_).doc(
+        "regex str",
+        "Return the list of groups if the extended POSIX regular expression regex matches str precisely, otherwise null.",
+    ),
+    op("concatStringsSep", 2, concat_strings_sep).doc(
+        "separator list",
+        "Concatenate a list of strings with a separator between each element.",
+    ),
+    op("baseNameOf", 1, base_name_of_op).doc(
+        "x",
+        "Return the base name of the path or string x: the part after the last directory separator (one trailing slash of a string ignored).",
+    ),
+    op("dirOf", 1, dir_of).doc(
+        "s",
+        "Return the directory part of the string s, that is, everything before the final slash in the string.",
+    ),
+    op("hashString", 2, hash_string).doc(
+        "type s",
+        "Return a base-16 representation of the cryptographic hash of string s, with the algorithm type (md5, sha1, sha256 or sha512).",
+    ),
+    op("convertHash", 1, convert_hash).doc(
+        "args",
+        "Return the representation args.toHashFormat of the hash args.hash (its algorithm args.hashAlgo when the hash does not say).",
+    ),
 ];
 
 /// A string that must not refer to store paths (Nix's `forceStringNoCtx`);
@@ -50,6 +77,7 @@ fn bytes_to_string(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// Return the number of bytes of the string e.
 fn string_length(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let s = ev
         .coerce_to_string(&a[0], CoerceMode::Interpolation)
@@ -59,6 +87,7 @@ fn string_length(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     Ok(Value::Int(s.as_str().len() as i64))
 }
 
+/// Return the substring of s from byte position start (zero-based) up to but not including start + len.
 fn substring(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let start = ev.expect_int(&a[0]).frame(None, || {
         "while evaluating the first argument (the start offset) passed to builtins.substring".into()
@@ -113,6 +142,7 @@ fn substring(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     )))
 }
 
+/// Given string s, replace every occurrence of the strings in from with the corresponding string in to.
 fn replace_strings(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let from_l = ev.expect_list(&a[0]).frame(None, || {
         "while evaluating the first argument passed to builtins.replaceStrings".into()
@@ -260,6 +290,7 @@ fn group_values(hay: &[u8], groups: &[Option<(usize, usize)>]) -> Value {
     )
 }
 
+/// Return the list of groups if the extended POSIX regular expression regex matches str precisely, otherwise null.
 fn match_(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let re = force_string_no_ctx(ev, &a[0], || {
         "while evaluating the first argument passed to builtins.match".into()
@@ -275,6 +306,7 @@ fn match_(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     })
 }
 
+/// Return a list of the strings between the matches of the extended POSIX regular expression regex in str, with the lists of each match's groups between them.
 fn split(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let re = force_string_no_ctx(ev, &a[0], || {
         "while evaluating the first argument passed to builtins.split".into()
@@ -299,6 +331,7 @@ fn split(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     Ok(Value::list(out))
 }
 
+/// Concatenate a list of strings with a separator between each element.
 fn concat_strings_sep(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let sep = ev.expect_string(&a[0]).frame(None, || {
         "while evaluating the first argument (the separator string) passed to builtins.concatStringsSep".into()
@@ -343,6 +376,7 @@ pub(crate) fn base_name_of(path: &str) -> &str {
     path.get(start..=last).unwrap_or("")
 }
 
+/// Return the base name of the path or string x: the part after the last directory separator (one trailing slash of a string ignored).
 fn base_name_of_op(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let s = ev
         .coerce_to_string(&a[0], CoerceMode::NoCopy)
@@ -359,6 +393,7 @@ fn base_name_of_op(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     )))
 }
 
+/// Return the directory part of the string s, that is, everything before the final slash in the string.
 fn dir_of(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let v = ev.force(&a[0])?;
     if let Value::Path(p) = &v {
@@ -393,6 +428,7 @@ fn parse_hash_algo(name: &str) -> EResult<HashAlgo> {
     })
 }
 
+/// Return a base-16 representation of the cryptographic hash of string s, with the algorithm type (md5, sha1, sha256 or sha512).
 fn hash_string(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let algo = force_string_no_ctx(ev, &a[0], || {
         "while evaluating the first argument passed to builtins.hashString".into()
@@ -472,6 +508,7 @@ fn parse_any_hash(s: &str, algo: Option<HashAlgo>) -> EResult<Hash> {
     }
 }
 
+/// Return the representation args.toHashFormat of the hash args.hash (its algorithm args.hashAlgo when the hash does not say).
 fn convert_hash(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let attrs = ev.expect_attrs(&a[0]).frame(None, || {
         "while evaluating the first argument passed to builtins.convertHash".into()
@@ -480,7 +517,7 @@ fn convert_hash(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
         attrs
             .get(name)
             .cloned()
-            .ok_or_else(|| EvalError::new(ErrorKind::Eval, format!("attribute '{name}' missing")))
+            .ok_or_else(|| EvalError::missing_attribute(name, None))
             .frame(None, || format!("while locating the attribute '{name}'"))
     };
     let hash = get("hash")?;

@@ -15,9 +15,18 @@ use crate::eval::{EResult, Evaluator};
 use crate::value::{PrimOp, Value};
 
 pub(crate) static BUILTINS: &[PrimOp] = &[
-    op("compareVersions", 2, compare_versions_op),
-    op("splitVersion", 1, split_version_op),
-    op("parseDrvName", 1, parse_drv_name_op),
+    op("compareVersions", 2, compare_versions_op).doc(
+        "s1 s2",
+        "Compare two version strings: -1 if s1 is older than s2, 0 if they are the same, and 1 if s1 is newer.",
+    ),
+    op("splitVersion", 1, split_version_op).doc(
+        "s",
+        "Split a string representing a version into its components, as compareVersions does.",
+    ),
+    op("parseDrvName", 1, parse_drv_name_op).doc(
+        "s",
+        "Split the string s into a package name and version: { name; version; }, at the first dash not followed by a letter.",
+    ),
 ];
 
 /// The next component of a version starting at `*pos`, skipping separators;
@@ -112,6 +121,7 @@ pub(crate) fn parse_drv_name(s: &str) -> (String, String) {
     (s.to_string(), String::new())
 }
 
+/// Compare two version strings: -1 if s1 is older than s2, 0 if they are the same, and 1 if s1 is newer.
 fn compare_versions_op(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let v1 = force_string_no_ctx(ev, &a[0], || {
         "while evaluating the first argument passed to builtins.compareVersions".into()
@@ -128,6 +138,7 @@ fn compare_versions_op(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     ))
 }
 
+/// Split a string representing a version into its components, as compareVersions does.
 fn split_version_op(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let v = force_string_no_ctx(ev, &a[0], || {
         "while evaluating the first argument passed to builtins.splitVersion".into()
@@ -140,6 +151,7 @@ fn split_version_op(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     ))
 }
 
+/// Split the string s into a package name and version: { name; version; }, at the first dash not followed by a letter.
 fn parse_drv_name_op(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let s = force_string_no_ctx(ev, &a[0], || {
         "while evaluating the first argument passed to builtins.parseDrvName".into()

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use super::error::{did_you_mean, EResult, ErrorKind, EvalError};
+use super::error::{did_you_mean, EResult, ErrorExt, ErrorKind, EvalError};
 use super::ir::*;
 use crate::syntax::ast::{
     AttrName, BinaryOp, Binding, Expr, ExprKind, Param, PathAnchor, Span, StrPart, UnaryOp,
@@ -327,19 +327,12 @@ impl<'a> Compiler<'a> {
                 pos: self.pos(span),
             }));
         }
-        let mut msg = format!("undefined variable '{name}'");
         let names = self.scopes.iter().flat_map(|s| match s {
             Scope::Static(m) => m.keys().map(|k| k.as_str()).collect::<Vec<_>>(),
             Scope::With => vec![],
         });
-        if let Some(s) = did_you_mean(name, names.filter(|n| !n.starts_with("__"))) {
-            msg.push_str(&format!("; did you mean '{s}'?"));
-        }
-        Err(EvalError::at(
-            ErrorKind::UndefinedVariable,
-            msg,
-            self.pos(span),
-        ))
+        let hint = did_you_mean(name, names.filter(|n| !n.starts_with("__")));
+        Err(EvalError::undefined_variable(name, hint)).at_pos(self.pos(span))
     }
 
     fn compile_str(&mut self, parts: &[StrPart], pos: Pos) -> EResult<Rc<Ir>> {

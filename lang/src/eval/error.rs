@@ -2,7 +2,11 @@
 //!
 //! Owns [`EvalError`] (what went wrong, where, and the chain of "while evaluating"
 //! frames) and [`SourceMap`] (file names and texts, byte offset → line:column).
-//! Rendering with a snippet and caret lives here so the CLI and tests share it.
+//! An [`ErrorKind`] carries the data its message is built from (the undefined
+//! variable, the missing attribute and the suggestion for it, the call-depth
+//! limit, …), so callers match on the kind and never parse [`EvalError::msg`].
+//! Rendering with a snippet and caret lives here so the CLI and tests share it;
+//! without a source map an error displays as its message alone.
 //! It must not decide *whether* something is an error; the evaluator does.
 
 use std::fmt::Write as _;
@@ -10,29 +14,40 @@ use std::path::PathBuf;
 use std::rc::Rc;
 
 use super::ir::Pos;
+use crate::value::Sym;
 
-/// What kind of failure; decides catchability by `builtins.tryEval`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What kind of failure, with the data its message is built from; decides
+/// catchability by `builtins.tryEval`. Variants whose message is all there is
+/// (`throw`'s is the thrown string itself) carry nothing beside
+/// [`EvalError::msg`].
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ErrorKind {
     /// A syntax error.
     Parse,
-    /// A name not bound anywhere in scope.
-    UndefinedVariable,
-    /// `throw "…"`: catchable by `tryEval`.
+    /// A name not bound anywhere in scope, and the closest name that is.
+    UndefinedVariable { name: Sym, suggestion: Option<Sym> },
+    /// `throw "…"`: catchable by `tryEval`; the message is the thrown string.
     Throw,
-    /// A failed `assert`: catchable by `tryEval`.
-    Assert,
-    /// `abort "…"`.
-    Abort,
+    /// A failed `assert`: catchable by `tryEval`; `condition` is its source text.
+    Assert { condition: String },
+    /// `abort "…"`: `message` is the string given to `abort`.
+    Abort { message: String },
     /// A value of the wrong type.
     Type,
     /// A thunk that needs its own value.
     InfiniteRecursion,
-    /// Past `--max-call-depth`.
-    CallDepth,
+    /// Past `--max-call-depth`, whose value was `limit`.
+    CallDepth { limit: usize },
+    /// Selecting an attribute a set does not have, and the closest one it has.
+    MissingAttribute { name: Sym, suggestion: Option<Sym> },
+    /// A flake parameter set on the command line that the flake does not declare.
+    UnknownParameter { name: String },
+    /// The evaluator's interrupt flag ([`crate::Evaluator::interrupt`]) was raised:
+    /// the user pressed Ctrl-C. Not catchable by `tryEval`.
+    Interrupted,
     /// Reading files, imports, the store.
     Io,
-    /// Anything else (missing attribute, bad argument, overflow, …).
+    /// Anything else (bad argument, overflow, …).
     Eval,
 }
 
@@ -41,19 +56,9 @@ pub enum ErrorKind {
 pub struct Frame {
     pub pos: Option<Pos>,
     pub msg: String,
-}
-
-impl Frame {
-    /// The frame `Evaluator::call_primop` adds to a builtin's error: "while calling
-    /// the 'NAME' builtin", without a position.
-    fn is_builtin_call(&self) -> bool {
-        self.pos.is_none()
-            && self
-                .msg
-                .strip_prefix("while calling the '")
-                .and_then(|m| m.strip_suffix("' builtin"))
-                .is_some_and(|name| !name.contains('\''))
-    }
+    /// The builtin whose call this frame records ("while calling the 'NAME'
+    /// builtin", pushed by `Evaluator::call_primop` without a position).
+    pub builtin: Option<&'static str>,
 }
 
 #[derive(Clone, Debug)]
@@ -66,6 +71,14 @@ pub struct EvalError {
 
 /// Errors are boxed so `Result<Value, _>` stays small on the hot path.
 pub type EResult<T> = Result<T, Box<EvalError>>;
+
+/// "; did you mean 'x'?" after a message, when there is a suggestion.
+fn with_hint(mut msg: String, suggestion: Option<&Sym>) -> String {
+    if let Some(s) = suggestion {
+        let _ = write!(msg, "; did you mean '{s}'?");
+    }
+    msg
+}
 
 impl EvalError {
     pub fn new(kind: ErrorKind, msg: impl Into<String>) -> Box<EvalError> {
@@ -81,21 +94,59 @@ impl EvalError {
         e.pos = Some(pos);
         e
     }
+    /// "undefined variable 'NAME'[; did you mean 'S'?]".
+    pub fn undefined_variable(name: &str, suggestion: Option<String>) -> Box<EvalError> {
+        let suggestion = suggestion.map(Sym::from);
+        let msg = with_hint(format!("undefined variable '{name}'"), suggestion.as_ref());
+        let name = Sym::new(name);
+        Self::new(ErrorKind::UndefinedVariable { name, suggestion }, msg)
+    }
+    /// "attribute 'NAME' missing[; did you mean 'S'?]".
+    pub fn missing_attribute(name: &str, suggestion: Option<String>) -> Box<EvalError> {
+        let suggestion = suggestion.map(Sym::from);
+        let msg = with_hint(format!("attribute '{name}' missing"), suggestion.as_ref());
+        let name = Sym::new(name);
+        Self::new(ErrorKind::MissingAttribute { name, suggestion }, msg)
+    }
+    /// `abort MESSAGE`, in Nix's words.
+    pub fn abort(message: &str) -> Box<EvalError> {
+        Self::new(
+            ErrorKind::Abort {
+                message: message.to_string(),
+            },
+            format!("evaluation aborted with the following error message: '{message}'"),
+        )
+    }
+    /// A failed `assert CONDITION; …`, in Nix's words.
+    pub fn assertion_failed(condition: String, pos: Pos) -> Box<EvalError> {
+        let msg = format!("assertion '{condition}' failed");
+        Self::at(ErrorKind::Assert { condition }, msg, pos)
+    }
     /// The frames worth showing, innermost first: [`EvalError::frames`] without a
     /// first frame that only says which builtin raised the error ("while calling
     /// the 'throw' builtin", pushed by `Evaluator::call_primop` without a
     /// position) when the error's own position already shows that call.
     pub fn context_frames(&self) -> &[Frame] {
         match self.frames.split_first() {
-            Some((first, rest)) if self.pos.is_some() && first.is_builtin_call() => rest,
+            Some((first, rest)) if self.pos.is_some() && first.builtin.is_some() => rest,
             _ => &self.frames,
         }
     }
     /// Whether `builtins.tryEval` turns this error into `{ success = false; }`.
     pub fn is_catchable(&self) -> bool {
-        matches!(self.kind, ErrorKind::Throw | ErrorKind::Assert)
+        matches!(self.kind, ErrorKind::Throw | ErrorKind::Assert { .. })
     }
 }
+
+/// The message alone: positions and frames need the [`SourceMap`]
+/// ([`SourceMap::render`] is how the CLI prints an error).
+impl std::fmt::Display for EvalError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.msg)
+    }
+}
+
+impl std::error::Error for EvalError {}
 
 /// Adds position and frames to errors as they propagate.
 pub trait ErrorExt<T> {
@@ -103,6 +154,9 @@ pub trait ErrorExt<T> {
     fn at_pos(self, pos: Pos) -> EResult<T>;
     /// Pushes a "while …" frame.
     fn frame(self, pos: Option<Pos>, msg: impl FnOnce() -> String) -> EResult<T>;
+    /// Pushes the frame of a call of builtin `name`: "while calling the 'NAME'
+    /// builtin", without a position.
+    fn builtin_frame(self, name: &'static str) -> EResult<T>;
 }
 
 impl<T> ErrorExt<T> for EResult<T> {
@@ -119,7 +173,24 @@ impl<T> ErrorExt<T> for EResult<T> {
     fn frame(self, pos: Option<Pos>, msg: impl FnOnce() -> String) -> EResult<T> {
         self.map_err(|mut e| {
             if e.frames.len() < 64 {
-                e.frames.push(Frame { pos, msg: msg() });
+                e.frames.push(Frame {
+                    pos,
+                    msg: msg(),
+                    builtin: None,
+                });
+            }
+            e
+        })
+    }
+    #[inline]
+    fn builtin_frame(self, name: &'static str) -> EResult<T> {
+        self.map_err(|mut e| {
+            if e.frames.len() < 64 {
+                e.frames.push(Frame {
+                    pos: None,
+                    msg: format!("while calling the '{name}' builtin"),
+                    builtin: Some(name),
+                });
             }
             e
         })
@@ -344,6 +415,101 @@ mod tests {
             "{plain}"
         );
         assert_eq!(trace.matches("       … ").count(), 2, "{trace}");
+    }
+
+    /// `expr`'s error, evaluated strictly.
+    fn error_of(expr: &str, settings: crate::EvalSettings) -> Box<EvalError> {
+        let store = Rc::new(crate::store::MemStore::new());
+        let mut ev = crate::Evaluator::new(settings, store);
+        ev.on_trace = Box::new(|_| {});
+        ev.eval_string(expr, std::path::Path::new("/"))
+            .and_then(|v| ev.force_deep(&v))
+            .expect_err("the expression fails")
+    }
+
+    #[test]
+    fn kinds_carry_the_data_of_their_messages() {
+        let e = |expr: &str| error_of(expr, crate::EvalSettings::default());
+        let u = e("let foo = 1; in fooo");
+        assert_eq!(
+            u.kind,
+            ErrorKind::UndefinedVariable {
+                name: "fooo".into(),
+                suggestion: Some("foo".into())
+            }
+        );
+        assert_eq!(
+            u.to_string(),
+            "undefined variable 'fooo'; did you mean 'foo'?"
+        );
+        let m = e("{ abc = 1; }.abd");
+        assert_eq!(
+            m.kind,
+            ErrorKind::MissingAttribute {
+                name: "abd".into(),
+                suggestion: Some("abc".into())
+            }
+        );
+        assert_eq!(
+            m.to_string(),
+            "attribute 'abd' missing; did you mean 'abc'?"
+        );
+        let g = e("builtins.getAttr \"x\" { }");
+        assert!(
+            matches!(&g.kind, ErrorKind::MissingAttribute { name, suggestion: None } if name == "x")
+        );
+        let a = e("abort \"stop\"");
+        assert_eq!(
+            a.kind,
+            ErrorKind::Abort {
+                message: "stop".into()
+            }
+        );
+        assert_eq!(
+            a.msg,
+            "evaluation aborted with the following error message: 'stop'"
+        );
+        assert!(!a.is_catchable());
+        let s = e("assert 1 == 2; 3");
+        assert_eq!(
+            s.kind,
+            ErrorKind::Assert {
+                condition: "1 == 2".into()
+            }
+        );
+        assert!(s.is_catchable());
+        let t = e("throw \"x\"");
+        assert_eq!((t.kind.clone(), t.msg.as_str()), (ErrorKind::Throw, "x"));
+        assert!(t.is_catchable());
+        let deep = crate::EvalSettings {
+            max_call_depth: 50,
+            ..crate::EvalSettings::default()
+        };
+        let d = error_of(
+            "let f = n: if n == 0 then 0 else 1 + f (n - 1); in f 100",
+            deep,
+        );
+        assert_eq!(d.kind, ErrorKind::CallDepth { limit: 50 });
+    }
+
+    #[test]
+    fn a_builtin_call_frame_names_its_builtin() {
+        let e = error_of("builtins.head []", crate::EvalSettings::default());
+        assert_eq!(e.frames.first().and_then(|f| f.builtin), Some("head"));
+        assert_eq!(e.frames[0].msg, "while calling the 'head' builtin");
+        let e = error_of(
+            "builtins.addErrorContext \"while calling the 'x' builtin\" (throw \"y\")",
+            crate::EvalSettings::default(),
+        );
+        assert!(e
+            .frames
+            .iter()
+            .all(|f| f.builtin.is_none() || f.pos.is_none()));
+        assert_eq!(
+            e.frames.iter().filter(|f| f.builtin.is_some()).count(),
+            2,
+            "throw's and addErrorContext's calls, not the context text"
+        );
     }
 
     #[test]

@@ -104,7 +104,16 @@ pub struct Evaluator {
     /// Git work trees of local flakes being evaluated: below their tops, only
     /// tracked files can be read, listed, imported or copied.
     pub tracked: Vec<Rc<crate::flake::TrackedTree>>,
+    /// Raised (by a signal handler, another thread) to stop the evaluation: it is
+    /// checked every [`INTERRUPT_EVERY`] function calls, and the evaluation then fails
+    /// with [`ErrorKind::Interrupted`]. Whoever raises it lowers it again.
+    pub interrupt: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// Function calls so far, wrapping: paces the interrupt check.
+    calls: u32,
 }
+
+/// How many function calls pass between two looks at [`Evaluator::interrupt`].
+const INTERRUPT_EVERY: u32 = 1 << 12;
 
 impl Evaluator {
     pub fn new(settings: EvalSettings, store: Rc<dyn EvalStore>) -> Evaluator {
@@ -122,6 +131,8 @@ impl Evaluator {
             on_trace: Box::new(|m| eprintln!("{m}")),
             fetcher: None,
             tracked: Vec::new(),
+            interrupt: None,
+            calls: 0,
         };
         let (names, values) = crate::builtins::globals(&mut ev);
         ev.global_names = names;
@@ -157,7 +168,7 @@ impl Evaluator {
         let ast = crate::syntax::parse(&text).map_err(|e| {
             EvalError::at(
                 ErrorKind::Parse,
-                if e.message.starts_with("unexpected") || e.message.starts_with("unterminated") {
+                if e.is_syntax_error() {
                     format!("syntax error, {}", e.message)
                 } else {
                     e.message.clone()
@@ -499,11 +510,7 @@ impl Evaluator {
                     self.eval(body, env)
                 } else {
                     let text = self.source_text(*pos);
-                    Err(EvalError::at(
-                        ErrorKind::Assert,
-                        format!("assertion '{text}' failed"),
-                        *pos,
-                    ))
+                    Err(EvalError::assertion_failed(text, *pos))
                 }
             }
             Ir::If {
@@ -561,11 +568,7 @@ impl Evaluator {
             }
             e = cur.0.parent.as_ref();
         }
-        Err(EvalError::at(
-            ErrorKind::UndefinedVariable,
-            format!("undefined variable '{name}'"),
-            pos,
-        ))
+        Err(EvalError::undefined_variable(name, None)).at_pos(pos)
     }
 
     /// Builds the set (and, for `rec`/`let`, the environment its values close over).
@@ -702,12 +705,9 @@ impl Evaluator {
                     let Value::Attrs(a) = &cur else {
                         unreachable!("non-sets handled above")
                     };
-                    let mut msg = format!("attribute '{name}' missing");
-                    if let Some(s) = error::did_you_mean(&name, a.keys().map(|k| k.as_str())) {
-                        msg.push_str(&format!("; did you mean '{s}'?"));
-                    }
+                    let hint = error::did_you_mean(&name, a.keys().map(|k| k.as_str()));
                     let _ = i;
-                    return Err(EvalError::at(ErrorKind::Eval, msg, pos));
+                    return Err(EvalError::missing_attribute(&name, hint)).at_pos(pos);
                 }
             }
         }
@@ -810,25 +810,43 @@ impl Evaluator {
         Ok(f)
     }
 
+    /// Fails with [`ErrorKind::Interrupted`] when [`Evaluator::interrupt`] is raised.
+    #[cold]
+    fn check_interrupt(&self, pos: Pos) -> EResult<()> {
+        match &self.interrupt {
+            Some(flag) if flag.load(std::sync::atomic::Ordering::Relaxed) => Err(EvalError::at(
+                ErrorKind::Interrupted,
+                "interrupted by the user".to_string(),
+                pos,
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// Runs a builtin on its full argument list and forces the result.
     fn call_primop(
         &mut self,
         op: &'static crate::value::PrimOp,
         args: Vec<Value>,
     ) -> EResult<Value> {
-        let r = (op.f)(self, args)
-            .frame(None, || format!("while calling the '{}' builtin", op.name))?;
+        let r = (op.f)(self, args).builtin_frame(op.name)?;
         self.force(&r)
     }
 
     /// Evaluates a lambda's body in its argument scope: counts the call depth,
     /// grows the native stack when needed, and adds the "while calling" frame.
     fn enter(&mut self, def: &Rc<LambdaDef>, scope: &Env) -> EResult<Value> {
+        self.calls = self.calls.wrapping_add(1);
+        if self.calls.is_multiple_of(INTERRUPT_EVERY) {
+            self.check_interrupt(def.pos)?;
+        }
         self.call_depth += 1;
         if self.call_depth > self.settings.max_call_depth {
             self.call_depth -= 1;
             return Err(EvalError::at(
-                ErrorKind::CallDepth,
+                ErrorKind::CallDepth {
+                    limit: self.settings.max_call_depth,
+                },
                 format!(
                     "stack overflow; max-call-depth exceeded ({}); raise it with --max-call-depth",
                     self.settings.max_call_depth
@@ -1132,6 +1150,7 @@ mod tests {
 
     use super::{EResult, EvalSettings, Evaluator};
     use crate::store::{EvalStore, MemStore, PathFilter};
+    use rocmx_store::StorePath;
 
     /// A store that counts copies of sources.
     struct Counting {
@@ -1145,7 +1164,7 @@ mod tests {
             src: &Path,
             name: &str,
             filter: Option<&mut PathFilter<'_>>,
-        ) -> EResult<String> {
+        ) -> EResult<StorePath> {
             self.adds.set(self.adds.get() + 1);
             self.inner.add_path(src, name, filter)
         }
@@ -1155,10 +1174,15 @@ mod tests {
             name: &str,
             method: rocmx_store::IngestionMethod,
             expected: &rocmx_store::Hash,
-        ) -> EResult<String> {
+        ) -> EResult<StorePath> {
             self.inner.add_fixed(src, name, method, expected)
         }
-        fn add_text(&self, name: &str, text: &str, refs: &BTreeSet<String>) -> EResult<String> {
+        fn add_text(
+            &self,
+            name: &str,
+            text: &str,
+            refs: &BTreeSet<StorePath>,
+        ) -> EResult<StorePath> {
             self.inner.add_text(name, text, refs)
         }
         fn realise_path(&self, p: &Path) -> Option<PathBuf> {
@@ -1185,5 +1209,37 @@ mod tests {
         let v = ev.eval_string(&expr, dir.path()).unwrap();
         ev.force_deep(&v).unwrap();
         assert_eq!(store.adds.get(), 1);
+    }
+
+    /// A raised interrupt flag stops an evaluation that would run for ages, `tryEval`
+    /// does not catch it, and the evaluator works again once the flag is lowered.
+    #[test]
+    fn the_interrupt_flag_stops_an_evaluation() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        let flag = Arc::new(AtomicBool::new(false));
+        let f2 = flag.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            f2.store(true, Ordering::Relaxed);
+        });
+        let mut ev = Evaluator::new(EvalSettings::default(), Rc::new(MemStore::new()));
+        ev.interrupt = Some(flag.clone());
+        let endless = "let f = n: if n == 0 then 0 else f (n - 1) + f (n - 1); in \
+                       builtins.tryEval (f 60)";
+        let e = ev.eval_string(endless, Path::new("/")).unwrap_err();
+        assert_eq!(e.kind, super::ErrorKind::Interrupted);
+        assert_eq!(e.msg, "interrupted by the user");
+        flag.store(false, Ordering::Relaxed);
+        let v = ev
+            .eval_string(
+                "let f = n: if n == 0 then 0 else f (n - 1) + 1; in f 10000",
+                Path::new("/"),
+            )
+            .unwrap();
+        assert_eq!(
+            crate::value::print::print_value(&ev.force(&v).unwrap()),
+            "10000"
+        );
     }
 }

@@ -549,7 +549,8 @@ impl Evaluator {
             };
             let cb: &mut crate::store::PathFilter<'_> = &mut visible;
             self.store.add_path(p, &name, Some(cb))?
-        };
+        }
+        .to_absolute();
         self.copied.insert(p.to_path_buf(), sp.clone());
         Ok(sp)
     }
@@ -652,7 +653,9 @@ impl Evaluator {
     ) -> EResult<()> {
         if depth > self.settings.max_call_depth {
             return Err(EvalError::new(
-                ErrorKind::CallDepth,
+                ErrorKind::CallDepth {
+                    limit: self.settings.max_call_depth,
+                },
                 format!(
                     "stack overflow; max-call-depth exceeded ({}) while forcing a deeply nested value",
                     self.settings.max_call_depth

@@ -391,8 +391,13 @@ pub fn load(
                 .map_err(|e| err(format!("in flake.nix's inputs: {}", e.0)))?;
         }
     }
-    let params =
-        params::resolve(&decl.params, &opts.set, opts.gfx).map_err(|e| err(e.to_string()))?;
+    let params = params::resolve(&decl.params, &opts.set, opts.gfx).map_err(|e| match &e {
+        params::ParamError::Unknown { name, .. } => EvalError::new(
+            ErrorKind::UnknownParameter { name: name.clone() },
+            e.to_string(),
+        ),
+        _ => err(e.to_string()),
+    })?;
     let graph = Rc::new(Graph {
         lock: new.clone(),
         trees: locker.trees,

@@ -22,11 +22,20 @@ use crate::eval::{EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
 use crate::value::{PrimOp, Value};
 
 pub(crate) static BUILTINS: &[PrimOp] = &[
-    op("parseFlakeRef", 1, parse_flake_ref_op),
-    op("flakeRefToString", 1, flake_ref_to_string_op),
-    op("getFlake", 1, get_flake_op),
+    op("parseFlakeRef", 1, parse_flake_ref_op)
+        .doc("flake-ref", "Parse a flake reference into its attributes."),
+    op("flakeRefToString", 1, flake_ref_to_string_op).doc(
+        "attrs",
+        "Render flake reference attributes as a reference string.",
+    ),
+    op("getFlake", 1, get_flake_op).doc(
+        "args",
+        "Fetch a flake from a flake reference, and return its output attributes and some metadata.",
+    ),
 ];
 
+/// Fetch a flake from a flake reference, and return its output attributes and some metadata.
+///
 /// `builtins.getFlake REF` (a locked reference): the flake's value.
 fn get_flake_op(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let s = ev.expect_string(&a[0]).frame(None, || {
@@ -224,6 +233,7 @@ fn to_eval_error(e: FErr) -> Box<EvalError> {
     EvalError::new(ErrorKind::Eval, e.message())
 }
 
+/// Parse a flake reference into its attributes.
 fn parse_flake_ref_op(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let s = ev.expect_string(&a[0]).frame(None, || {
         "while evaluating the argument passed to builtins.parseFlakeRef".into()
@@ -256,6 +266,7 @@ fn show_type(v: &Value) -> &'static str {
     }
 }
 
+/// Render flake reference attributes as a reference string.
 fn flake_ref_to_string_op(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let set = ev.expect_attrs(&a[0]).frame(None, || {
         "while evaluating the argument passed to builtins.flakeRefToString".into()

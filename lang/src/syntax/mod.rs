@@ -6,4 +6,4 @@
 pub mod ast;
 pub mod parser;
 
-pub use parser::{parse, ParseError};
+pub use parser::{parse, ParseError, ParseErrorKind};

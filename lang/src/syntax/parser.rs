@@ -44,14 +44,49 @@ pub struct ParseError {
     pub message: String,
     /// Where in the source; empty at the end of the file for "unexpected end of file".
     pub span: Span,
+    /// Which kind of error, for callers that decide by it.
+    pub kind: ParseErrorKind,
+}
+
+/// The kinds of [`ParseError`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParseErrorKind {
+    /// A token the grammar does not allow there: `unexpected '}', expected ';'`
+    /// (also `unexpected '/' in path`).
+    Unexpected,
+    /// The input ends too early: `unexpected end of file`, or an unterminated
+    /// string, indented string or comment. More input could complete it (the
+    /// repl reads another line).
+    Incomplete,
+    /// Anything else, in Nix's own wording: `path has a trailing slash`,
+    /// `invalid integer '…'`, `duplicate formal function argument 'x'`,
+    /// `expression nested too deeply`, ….
+    Other,
 }
 
 impl ParseError {
     fn new(message: impl Into<String>, span: Span) -> ParseError {
+        Self::of(ParseErrorKind::Other, message, span)
+    }
+
+    fn of(kind: ParseErrorKind, message: impl Into<String>, span: Span) -> ParseError {
         ParseError {
             message: message.into(),
             span,
+            kind,
         }
+    }
+
+    /// Whether Nix calls this a syntax error (and prints "syntax error, " before
+    /// the message): an unexpected token or an early end of the input.
+    pub fn is_syntax_error(&self) -> bool {
+        self.kind != ParseErrorKind::Other
+    }
+
+    /// Whether the input ended inside an expression, so that more input could
+    /// complete it ([`ParseErrorKind::Incomplete`]).
+    pub fn is_incomplete(&self) -> bool {
+        self.kind == ParseErrorKind::Incomplete
     }
 }
 
@@ -63,11 +98,11 @@ impl ParseError {
 /// node's (`(a).b` spans from `(`). Inputs of 4 GiB or more are rejected since
 /// spans are 32-bit.
 ///
-/// Messages for what Nix calls syntax errors start with `unexpected` or
-/// `unterminated` (Nix prints those after "syntax error, "); the others use
-/// Nix's own wording, e.g. `path has a trailing slash`, `invalid integer '…'`
-/// or `duplicate formal function argument 'x'`, plus `expression nested too
-/// deeply` for [`MAX_DEPTH`].
+/// What Nix calls syntax errors ([`ParseError::is_syntax_error`]; Nix prints
+/// them after "syntax error, ") have messages starting with `unexpected` or
+/// `unterminated`; the others use Nix's own wording, e.g. `path has a trailing
+/// slash`, `invalid integer '…'` or `duplicate formal function argument 'x'`,
+/// plus `expression nested too deeply` for [`MAX_DEPTH`].
 pub fn parse(src: &str) -> Result<Expr, ParseError> {
     if u32::try_from(src.len()).is_err() {
         return Err(ParseError::new(
@@ -191,7 +226,12 @@ impl<'a> Parser<'a> {
             msg.push_str(", expected ");
             msg.push_str(what);
         }
-        ParseError::new(msg, tok.span())
+        let kind = if tok.t == T::Eof {
+            ParseErrorKind::Incomplete
+        } else {
+            ParseErrorKind::Unexpected
+        };
+        ParseError::of(kind, msg, tok.span())
     }
 
     /// Builds a node spanning `start` to the end of the last consumed token, with

@@ -214,11 +214,18 @@ pub struct Closure {
 /// The signature of a builtin: it receives exactly `arity` arguments, unforced.
 pub type PrimOpFn = fn(&mut Evaluator, Vec<Value>) -> EResult<Value>;
 
-/// A builtin function.
+/// A builtin function, with its documentation (what `rocmx repl`'s `:doc`
+/// shows). Primops live in static tables and values only point to them, so
+/// the documentation costs nothing at run time.
 pub struct PrimOp {
     pub name: &'static str,
     pub arity: usize,
     pub f: PrimOpFn,
+    /// The arguments' names as Nix's manual gives them, space-separated
+    /// (`"f list"`): one per unit of `arity`.
+    pub args: &'static str,
+    /// One line in Nix's words: what the builtin does.
+    pub doc: &'static str,
 }
 
 /// A builtin applied to fewer arguments than its arity (or to none yet).

@@ -13,9 +13,9 @@ use std::io::Write;
 use rocmx_builder::realise::Realiser;
 use rocmx_store::{LocalStore, StorePath};
 
-use super::super::common::human_size;
-use super::super::path_info::Fail;
-use super::{options, params_field, read_drv, BuildArgs, Target};
+use super::super::common::{human_size, read_drv};
+use super::super::fail::Fail;
+use super::{options, params_field, BuildArgs, Target};
 
 /// A fixed-output download the build would make.
 struct FixedDownload {

@@ -123,7 +123,7 @@ impl Session {
                 names.extend(self.plain_globals().iter().cloned());
                 names.extend(KEYWORDS.iter().map(|k| k.to_string()));
                 if word.starts_with("__") {
-                    names.extend(super::docs::DOCS.iter().map(|d| format!("__{}", d.0)));
+                    names.extend(super::docs::names().map(|n| format!("__{n}")));
                 }
                 names.retain(|n| n.starts_with(word));
                 names
@@ -153,10 +153,10 @@ impl Session {
         if self.plain_globals.is_none() {
             let quiet = std::mem::replace(&mut self.ev.on_trace, Box::new(|_| {}));
             let mut found = vec!["builtins".to_string()];
-            for (name, _, _) in super::docs::DOCS {
+            for name in super::docs::names() {
                 let ok = self
                     .ev
-                    .compile_source("«completion»".into(), None, (*name).into(), Path::new("/"))
+                    .compile_source("«completion»".into(), None, name.into(), Path::new("/"))
                     .is_ok();
                 if ok {
                     found.push(name.to_string());

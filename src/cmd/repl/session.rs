@@ -25,6 +25,8 @@ use rocmx_lang::store::MemStore;
 use rocmx_lang::value::{Attrs, Sym};
 use rocmx_lang::{EvalSettings, Evaluator, Value};
 use rocmx_store::LocalStore;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use super::print::{self, Depth};
 use super::ReplArgs;
@@ -91,6 +93,9 @@ pub(crate) struct Session {
     show_trace: bool,
     /// The builtins bound without `builtins.` (found on first completion).
     pub(super) plain_globals: Option<Vec<String>>,
+    /// True while `:b` builds: the realiser cannot be cancelled, so a Ctrl-C then ends
+    /// the repl (exit 130), as it ends `rocmx build`, instead of stopping an evaluation.
+    pub(super) building: Arc<AtomicBool>,
 }
 
 fn err(msg: impl Into<String>) -> Box<EvalError> {
@@ -104,7 +109,7 @@ impl Session {
         settings: EvalSettings,
         store_opt: &crate::cmd::StoreOpt,
     ) -> Session {
-        let (mut ev, stores) = match crate::cmd::path_info::open_store(store_opt) {
+        let (mut ev, stores) = match crate::cmd::common::open_store(store_opt) {
             Ok(store) => {
                 let store = Rc::new(store);
                 let eval = Rc::new(LocalEvalStore::new(store.clone()));
@@ -114,7 +119,7 @@ impl Session {
             }
             Err(e) => {
                 let why = match e {
-                    crate::cmd::path_info::Fail::Msg(m) => m,
+                    crate::cmd::fail::Fail::Msg(m) => m,
                     _ => "the store cannot be opened".into(),
                 };
                 eprintln!("warning: {why}; evaluating without a store (:b and :lf cannot run)");
@@ -140,6 +145,7 @@ impl Session {
             flake: args.flake.clone(),
             show_trace: args.eval.show_trace,
             plain_globals: None,
+            building: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -392,7 +398,10 @@ impl Session {
             Stores::Local { store, eval } => (store.clone(), eval.clone()),
             Stores::Memory(_, why) => return Err(err(format!("building needs the store: {why}"))),
         };
-        match crate::cmd::build::build_value(&mut self.ev, &eval, &store, &v)? {
+        self.building.store(true, Ordering::Relaxed);
+        let r = crate::cmd::build::build_value(&mut self.ev, &eval, &store, &v);
+        self.building.store(false, Ordering::Relaxed);
+        match r? {
             Ok(built) => {
                 let mut text = String::from("This derivation produced the following outputs:");
                 for (name, path) in built {
@@ -422,7 +431,7 @@ impl Session {
                 app.op.name
             )));
         }
-        let hint = did_you_mean(arg, super::docs::DOCS.iter().map(|d| d.0))
+        let hint = did_you_mean(arg, super::docs::names())
             .map(|s| format!("; did you mean '{s}'?"))
             .unwrap_or_default();
         Err(err(format!(
@@ -496,9 +505,7 @@ pub(crate) fn is_incomplete(input: &str) -> bool {
     };
     match rocmx_lang::syntax::parse(expr) {
         Ok(_) => false,
-        Err(e) => {
-            e.message.contains("unexpected end of file") || e.message.starts_with("unterminated")
-        }
+        Err(e) => e.is_incomplete(),
     }
 }
 

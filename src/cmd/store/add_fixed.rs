@@ -18,24 +18,9 @@ use std::path::{Component, Path, PathBuf};
 use clap::Args;
 use rocmx_store::{HashAlgo, IngestionMethod};
 
-use crate::cmd::path_info::{exit_code, open_store, store_msg, Fail};
+use crate::cmd::common::{open_store, parse_fixed_algo, store_msg};
+use crate::cmd::fail::Fail;
 use crate::cmd::StoreOpt;
-
-/// The algorithms a fixed output may be declared with here.
-pub(super) const FIXED_ALGOS: [HashAlgo; 4] = [
-    HashAlgo::Sha256,
-    HashAlgo::Sha512,
-    HashAlgo::Sha1,
-    HashAlgo::Blake3,
-];
-
-/// Parses a fixed-output hash algorithm: `sha256`, `sha512`, `sha1` or `blake3`.
-pub(super) fn parse_fixed_algo(s: &str) -> Result<HashAlgo, String> {
-    FIXED_ALGOS
-        .into_iter()
-        .find(|a| a.name() == s)
-        .ok_or_else(|| format!("unknown hash algorithm '{s}' (use sha256, sha512, sha1 or blake3)"))
-}
 
 #[derive(Args, Debug)]
 pub struct AddFixedArgs {
@@ -52,7 +37,7 @@ pub struct AddFixedArgs {
 }
 
 pub fn add_fixed(a: AddFixedArgs, s: &StoreOpt) -> i32 {
-    exit_code(add_fixed_inner(&a, s))
+    Fail::exit_code(add_fixed_inner(&a, s))
 }
 
 fn add_fixed_inner(a: &AddFixedArgs, s: &StoreOpt) -> Result<(), Fail> {
@@ -141,15 +126,6 @@ pub(super) fn file_name(p: &Path) -> Result<String, Fail> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn algorithms() {
-        assert_eq!(parse_fixed_algo("sha256"), Ok(HashAlgo::Sha256));
-        assert_eq!(parse_fixed_algo("blake3"), Ok(HashAlgo::Blake3));
-        let e = parse_fixed_algo("md4").expect_err("md4");
-        assert!(e.contains("'md4'") && e.contains("sha256"), "{e}");
-        assert!(parse_fixed_algo("md5").is_err());
-    }
 
     #[test]
     fn names() {

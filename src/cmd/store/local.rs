@@ -26,7 +26,8 @@ use std::path::{Component, Path, PathBuf};
 use clap::Args;
 use rocmx_store::{GcOptions, Problem, StorePath};
 
-use crate::cmd::path_info::{exit_code, mib, open_store, store_msg, store_path_arg, Fail};
+use crate::cmd::common::{mib, open_store, store_msg, store_path_arg};
+use crate::cmd::fail::Fail;
 use crate::cmd::StoreOpt;
 
 #[derive(Args, Debug)]
@@ -95,7 +96,7 @@ fn println_out(out: &mut impl Write, line: &str) -> Result<(), Fail> {
 // add
 
 pub fn add(a: AddArgs, s: &StoreOpt) -> i32 {
-    exit_code(add_inner(&a, s))
+    Fail::exit_code(add_inner(&a, s))
 }
 
 fn add_inner(a: &AddArgs, s: &StoreOpt) -> Result<(), Fail> {
@@ -147,13 +148,20 @@ fn add_name(p: &Path) -> Result<String, Fail> {
 // gc
 
 pub fn gc(a: GcArgs, s: &StoreOpt) -> i32 {
-    exit_code(gc_inner(&a, s))
+    Fail::exit_code(gc_inner(&a, s))
 }
 
-fn gc_inner(a: &GcArgs, s: &StoreOpt) -> Result<(), Fail> {
+/// The `keep-derivations` (default true) and `keep-outputs` (default false) settings,
+/// which decide what `gc` keeps and so what `delete` refuses.
+fn keep_settings() -> Result<(bool, bool), Fail> {
     let cfg = crate::config::read().map_err(Fail::Msg)?;
     let keep_derivations = cfg.flag("keep-derivations", true).map_err(Fail::Msg)?;
     let keep_outputs = cfg.flag("keep-outputs", false).map_err(Fail::Msg)?;
+    Ok((keep_derivations, keep_outputs))
+}
+
+fn gc_inner(a: &GcArgs, s: &StoreOpt) -> Result<(), Fail> {
+    let (keep_derivations, keep_outputs) = keep_settings()?;
     let store = open_store(s)?;
     let opts = GcOptions {
         dry_run: a.dry_run,
@@ -196,17 +204,20 @@ fn gc_inner(a: &GcArgs, s: &StoreOpt) -> Result<(), Fail> {
 // delete
 
 pub fn delete(a: DeleteArgs, s: &StoreOpt) -> i32 {
-    exit_code(delete_inner(&a, s))
+    Fail::exit_code(delete_inner(&a, s))
 }
 
 fn delete_inner(a: &DeleteArgs, s: &StoreOpt) -> Result<(), Fail> {
+    let (keep_derivations, keep_outputs) = keep_settings()?;
     let store = open_store(s)?;
     let mut set = BTreeSet::new();
     for p in &a.paths {
         set.insert(store_path_arg(&store, p)?);
     }
     let paths: Vec<StorePath> = set.into_iter().collect();
-    let freed = store.delete(&paths).map_err(|e| Fail::Msg(store_msg(&e)))?;
+    let freed = store
+        .delete_keeping(&paths, keep_derivations, keep_outputs)
+        .map_err(|e| Fail::Msg(store_msg(&e)))?;
     let mut text = String::new();
     for p in &paths {
         text.push_str(&format!("{p}\n"));
@@ -226,7 +237,7 @@ fn delete_inner(a: &DeleteArgs, s: &StoreOpt) -> Result<(), Fail> {
 // verify
 
 pub fn verify(a: VerifyArgs, s: &StoreOpt) -> i32 {
-    exit_code(verify_inner(&a, s))
+    Fail::exit_code(verify_inner(&a, s))
 }
 
 fn verify_inner(a: &VerifyArgs, s: &StoreOpt) -> Result<(), Fail> {

@@ -7,7 +7,7 @@
 
 mod add_fixed;
 mod local;
-pub(crate) mod nar;
+mod nar;
 mod prefetch;
 
 use clap::{Args, Subcommand};

@@ -2,10 +2,10 @@
 //!
 //! A path under the logical store directory (`/rocmx/store/<base>[/sub]`) is looked up under
 //! the physical store root (`--store DIR` / `ROCMX_STORE`, or the default root); any other
-//! path is used as given. Output goes to the raw standard output through a `BufWriter`; a
-//! reader that goes away (broken pipe) ends the command quietly with exit 1.
+//! path is used as given (`common::locate`, shared with `hash`). Output goes to the raw
+//! standard output through a `BufWriter`; a reader that goes away (broken pipe) ends the
+//! command quietly with exit 1.
 
-use std::fmt;
 use std::fs::{self, File, Metadata};
 use std::io::{self, BufWriter, Write};
 use std::os::unix::ffi::OsStrExt;
@@ -13,9 +13,10 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use rocmx_store::{nar, NarError, STORE_DIR};
+use rocmx_store::{nar, LocalStore, NarError, STORE_DIR};
 
-use crate::cmd::hash::{io_msg, nar_msg, raw_stdin, raw_stdout, Failure};
+use crate::cmd::common::{locate, raw_stdin, raw_stdout, Located};
+use crate::cmd::fail::{io_msg, nar_msg, Fail};
 use crate::cmd::StoreOpt;
 
 #[derive(Args, Debug)]
@@ -58,75 +59,27 @@ pub struct CatArgs {
 }
 
 // ---------------------------------------------------------------------------------------
-// Logical → physical paths.
-
-/// A path as the user named it and where it is on disk.
-pub(crate) struct Located {
-    pub(crate) given: PathBuf,
-    pub(crate) physical: PathBuf,
-}
-
-impl fmt::Display for Located {
-    /// `'/given'`, plus `(at '/physical')` when the two differ.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "'{}'", self.given.display())?;
-        if self.physical != self.given {
-            write!(f, " (at '{}')", self.physical.display())?;
-        }
-        Ok(())
-    }
-}
-
-/// Maps a logical store path `/rocmx/store/<base>[/sub]` to `<root>/store/<base>[/sub]`; any
-/// other path maps to itself. When the physical path does not exist but the logical one
-/// does, the logical one is used.
-pub(crate) fn locate(path: &Path, store: &StoreOpt) -> Located {
-    let given = path.to_path_buf();
-    let Ok(rest) = path.strip_prefix(STORE_DIR) else {
-        return Located {
-            physical: given.clone(),
-            given,
-        };
-    };
-    let root = store.root.clone().unwrap_or_else(default_root);
-    let mut physical = root.join("store");
-    if !rest.as_os_str().is_empty() {
-        physical.push(rest);
-    }
-    if physical != given
-        && fs::symlink_metadata(&physical).is_err()
-        && fs::symlink_metadata(&given).is_ok()
-    {
-        physical = given.clone();
-    }
-    Located { given, physical }
-}
-
-/// The default physical store root (the local store's rule: `/rocmx` when
-/// writable, else `$XDG_DATA_HOME/rocmx`).
-fn default_root() -> PathBuf {
-    rocmx_store::LocalStore::default_root()
-}
+// Located paths.
 
 /// `lstat` of a located path, with Nix's wording on failure.
-fn status(loc: &Located) -> Result<Metadata, Failure> {
+fn status(loc: &Located) -> Result<Metadata, Fail> {
     fs::symlink_metadata(&loc.physical)
-        .map_err(|e| Failure::msg(format!("getting status of {loc}: {}", io_msg(&e))))
+        .map_err(|e| Fail::msg(format!("getting status of {loc}: {}", io_msg(&e))))
 }
 
 // ---------------------------------------------------------------------------------------
 // dump / restore
 
 pub fn dump(a: DumpArgs, s: &StoreOpt) -> i32 {
-    Failure::exit_code(dump_inner(&a, s))
+    Fail::exit_code(dump_inner(&a, s))
 }
 
-fn dump_inner(a: &DumpArgs, s: &StoreOpt) -> Result<(), Failure> {
+fn dump_inner(a: &DumpArgs, s: &StoreOpt) -> Result<(), Fail> {
     let loc = locate(&a.path, s);
     status(&loc)?;
     let mut out = BufWriter::with_capacity(256 * 1024, raw_stdout()?);
-    nar::dump_path(&loc.physical, &mut out).map_err(|e| Failure::from_nar(&e))?;
-    out.flush().map_err(|e| Failure::write(&e))
+    nar::dump_path(&loc.physical, &mut out).map_err(|e| Fail::from_nar(&e))?;
+    out.flush().map_err(|e| Fail::write(&e))
 }
 
 pub fn restore(a: RestoreArgs) -> i32 {
@@ -138,11 +91,11 @@ pub fn restore(a: RestoreArgs) -> i32 {
                 // offset) get the destination as context.
                 NarError::Restore { .. }
                 | NarError::DestinationExists { .. }
-                | NarError::UnsafeParent { .. } => Failure::msg(nar_msg(&e)),
-                _ => Failure::msg(format!("restoring '{}': {}", a.dest.display(), nar_msg(&e))),
+                | NarError::UnsafeParent { .. } => Fail::msg(nar_msg(&e)),
+                _ => Fail::msg(format!("restoring '{}': {}", a.dest.display(), nar_msg(&e))),
             })
     });
-    Failure::exit_code(result)
+    Fail::exit_code(result)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -164,10 +117,10 @@ struct Node {
 }
 
 pub fn ls(a: LsArgs, s: &StoreOpt) -> i32 {
-    Failure::exit_code(ls_inner(&a, s))
+    Fail::exit_code(ls_inner(&a, s))
 }
 
-fn ls_inner(a: &LsArgs, s: &StoreOpt) -> Result<(), Failure> {
+fn ls_inner(a: &LsArgs, s: &StoreOpt) -> Result<(), Fail> {
     let (loc, meta) = to_store(locate(&a.path, s), &a.path, s)?;
     let is_dir = meta.is_dir();
     let rel = if is_dir && !a.directory {
@@ -194,7 +147,7 @@ fn ls_inner(a: &LsArgs, s: &StoreOpt) -> Result<(), Failure> {
     while let Some(item) = stack.pop() {
         match item {
             Item::Show(node) => {
-                show(&mut out, &node, a.long).map_err(|e| Failure::write(&e))?;
+                show(&mut out, &node, a.long).map_err(|e| Fail::write(&e))?;
                 if a.recursive && node.meta.is_dir() {
                     stack.push(Item::Expand(node));
                 }
@@ -203,14 +156,14 @@ fn ls_inner(a: &LsArgs, s: &StoreOpt) -> Result<(), Failure> {
                 let entries = match read_sorted(&dir.physical) {
                     Ok(e) => e,
                     Err(e) => {
-                        out.flush().map_err(|e| Failure::write(&e))?;
+                        out.flush().map_err(|e| Fail::write(&e))?;
                         let msg = format!(
                             "reading directory '{}': {}",
                             dir.physical.display(),
                             io_msg(&e)
                         );
                         eprintln!("error: {msg}");
-                        failed = Some(Failure::Reported);
+                        failed = Some(Fail::Reported);
                         continue;
                     }
                 };
@@ -219,14 +172,14 @@ fn ls_inner(a: &LsArgs, s: &StoreOpt) -> Result<(), Failure> {
                     let meta = match fs::symlink_metadata(&physical) {
                         Ok(m) => m,
                         Err(e) => {
-                            out.flush().map_err(|e| Failure::write(&e))?;
+                            out.flush().map_err(|e| Fail::write(&e))?;
                             let msg = format!(
                                 "getting status of '{}': {}",
                                 physical.display(),
                                 io_msg(&e)
                             );
                             eprintln!("error: {msg}");
-                            failed = Some(Failure::Reported);
+                            failed = Some(Fail::Reported);
                             continue;
                         }
                     };
@@ -242,7 +195,7 @@ fn ls_inner(a: &LsArgs, s: &StoreOpt) -> Result<(), Failure> {
             }
         }
     }
-    out.flush().map_err(|e| Failure::write(&e))?;
+    out.flush().map_err(|e| Fail::write(&e))?;
     failed.map_or(Ok(()), Err)
 }
 
@@ -291,25 +244,25 @@ fn show(out: &mut impl Write, node: &Node, long: bool) -> io::Result<()> {
 const MAX_SYMLINKS: usize = 40;
 
 pub fn cat(a: CatArgs, s: &StoreOpt) -> i32 {
-    Failure::exit_code(cat_inner(&a, s))
+    Fail::exit_code(cat_inner(&a, s))
 }
 
 /// Follows `loc` (the argument `given`) while it is a symlink, ourselves, so that
 /// targets under /rocmx/store are mapped to the physical root too; gives where it ends
 /// and its `lstat`.
-fn follow(mut loc: Located, given: &Path, s: &StoreOpt) -> Result<(Located, Metadata), Failure> {
+fn follow(mut loc: Located, given: &Path, s: &StoreOpt) -> Result<(Located, Metadata), Fail> {
     let mut meta = status(&loc)?;
     let mut hops = 0;
     while meta.file_type().is_symlink() {
         hops += 1;
         if hops > MAX_SYMLINKS {
-            return Err(Failure::msg(format!(
+            return Err(Fail::msg(format!(
                 "'{}': too many levels of symbolic links",
                 given.display()
             )));
         }
         let target = fs::read_link(&loc.physical)
-            .map_err(|e| Failure::msg(format!("reading symlink {loc}: {}", io_msg(&e))))?;
+            .map_err(|e| Fail::msg(format!("reading symlink {loc}: {}", io_msg(&e))))?;
         let next = if target.is_absolute() {
             target
         } else {
@@ -323,7 +276,7 @@ fn follow(mut loc: Located, given: &Path, s: &StoreOpt) -> Result<(Located, Meta
 
 /// Whether `loc` is in the store (logically or physically).
 fn in_store(loc: &Located, s: &StoreOpt) -> bool {
-    let root = s.root.clone().unwrap_or_else(default_root);
+    let root = s.root.clone().unwrap_or_else(LocalStore::default_root);
     loc.given.starts_with(STORE_DIR) || loc.physical.starts_with(root.join("store"))
 }
 
@@ -331,7 +284,7 @@ fn in_store(loc: &Located, s: &StoreOpt) -> bool {
 /// into it (such as `result`) is followed there, as Nix follows links to the store;
 /// any other symlink (one inside a store path, or one that leads elsewhere) is listed
 /// as the link it is, as `nix-store --ls` does.
-fn to_store(loc: Located, given: &Path, s: &StoreOpt) -> Result<(Located, Metadata), Failure> {
+fn to_store(loc: Located, given: &Path, s: &StoreOpt) -> Result<(Located, Metadata), Fail> {
     let meta = status(&loc)?;
     if !meta.file_type().is_symlink() || in_store(&loc, s) {
         return Ok((loc, meta));
@@ -342,29 +295,26 @@ fn to_store(loc: Located, given: &Path, s: &StoreOpt) -> Result<(Located, Metada
     }
 }
 
-fn cat_inner(a: &CatArgs, s: &StoreOpt) -> Result<(), Failure> {
+fn cat_inner(a: &CatArgs, s: &StoreOpt) -> Result<(), Fail> {
     let (loc, meta) = follow(locate(&a.path, s), &a.path, s)?;
     if meta.is_dir() {
-        return Err(Failure::msg(format!(
-            "'{}' is a directory",
-            a.path.display()
-        )));
+        return Err(Fail::msg(format!("'{}' is a directory", a.path.display())));
     }
     if !meta.is_file() {
-        return Err(Failure::msg(format!(
+        return Err(Fail::msg(format!(
             "'{}' is not a regular file",
             a.path.display()
         )));
     }
     let mut file = File::open(&loc.physical)
-        .map_err(|e| Failure::msg(format!("opening file {loc}: {}", io_msg(&e))))?;
+        .map_err(|e| Fail::msg(format!("opening file {loc}: {}", io_msg(&e))))?;
     let mut out = BufWriter::with_capacity(256 * 1024, raw_stdout()?);
     copy(&mut file, &mut out, &loc)?;
-    out.flush().map_err(|e| Failure::write(&e))
+    out.flush().map_err(|e| Fail::write(&e))
 }
 
 /// Copies `file` to `out`, telling read errors (named after the file) from write errors.
-fn copy(file: &mut File, out: &mut impl Write, loc: &Located) -> Result<(), Failure> {
+fn copy(file: &mut File, out: &mut impl Write, loc: &Located) -> Result<(), Fail> {
     use std::io::Read;
     let mut buf = vec![0u8; 256 * 1024];
     loop {
@@ -373,9 +323,9 @@ fn copy(file: &mut File, out: &mut impl Write, loc: &Located) -> Result<(), Fail
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => {
-                return Err(Failure::msg(format!("reading file {loc}: {}", io_msg(&e))));
+                return Err(Fail::msg(format!("reading file {loc}: {}", io_msg(&e))));
             }
         };
-        out.write_all(&buf[..n]).map_err(|e| Failure::write(&e))?;
+        out.write_all(&buf[..n]).map_err(|e| Fail::write(&e))?;
     }
 }

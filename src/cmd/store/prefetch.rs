@@ -25,8 +25,8 @@ use clap::Args;
 use rocmx_builder::fetchurl::{self, FetchRequest};
 use rocmx_store::{HashAlgo, IngestionMethod};
 
-use super::add_fixed::parse_fixed_algo;
-use crate::cmd::path_info::{exit_code, open_store, store_msg, Fail};
+use crate::cmd::common::{open_store, parse_fixed_algo, store_msg};
+use crate::cmd::fail::Fail;
 use crate::cmd::StoreOpt;
 
 #[derive(Args, Debug)]
@@ -55,7 +55,7 @@ pub struct PrefetchArgs {
 }
 
 pub fn prefetch(a: PrefetchArgs, s: &StoreOpt) -> i32 {
-    exit_code(prefetch_inner(&a, s))
+    Fail::exit_code(prefetch_inner(&a, s))
 }
 
 fn prefetch_inner(a: &PrefetchArgs, s: &StoreOpt) -> Result<(), Fail> {

@@ -171,6 +171,19 @@ pub enum StoreError {
         /// The temporary-roots file naming it.
         file: PathBuf,
     },
+    /// Deleting a path that gc keeps because of a live path's keep edge.
+    #[error(
+        "cannot delete {path}: it is kept alive by the live path {by} ({setting} is on); \
+         delete that one too, or pass --option {setting} false"
+    )]
+    Kept {
+        /// The path to delete.
+        path: StorePath,
+        /// The live path whose deriver or output it is.
+        by: StorePath,
+        /// The setting that keeps it: `keep-derivations` or `keep-outputs`.
+        setting: &'static str,
+    },
     /// Creating a root where a non-symlink exists.
     #[error("cannot create GC root {link:?}: it exists and is not a symlink; move it away")]
     RootExists {

@@ -336,15 +336,28 @@ impl LocalStore {
         Ok(out)
     }
 
+    /// [`LocalStore::delete_keeping`] with the default settings: keep-derivations on,
+    /// keep-outputs off.
+    pub fn delete(&self, paths: &[StorePath]) -> Result<u64, StoreError> {
+        self.delete_keeping(paths, true, false)
+    }
+
     /// Deletes `paths` (and returns the bytes freed), refusing — before deleting anything
     /// — if one is not valid, is referred to by a valid path outside `paths`, is a root,
-    /// or is a temporary root of a running process.
-    pub fn delete(&self, paths: &[StorePath]) -> Result<u64, StoreError> {
+    /// is a temporary root of a running process, or is kept alive as `gc` would keep it
+    /// (the deriver of a live path with `keep_derivations`, an output of a live
+    /// derivation with `keep_outputs`): `delete` never removes what `gc` would keep.
+    pub fn delete_keeping(
+        &self,
+        paths: &[StorePath],
+        keep_derivations: bool,
+        keep_outputs: bool,
+    ) -> Result<u64, StoreError> {
         let _gc = lock::gc_lock(&self.state_dir, true)?;
         let set: BTreeSet<StorePath> = paths.iter().cloned().collect();
         let roots = self.find_roots(false)?;
         let temp = self.temp_roots.others()?;
-        let (_, refs) = self.graph()?;
+        let (valid, refs) = self.graph()?;
         for p in &set {
             if !self.is_valid(p)? {
                 return Err(StoreError::NotValid {
@@ -369,6 +382,35 @@ impl LocalStore {
                     path: p.clone(),
                     file: file.clone(),
                 });
+            }
+        }
+        // What no direct check caught but gc would still keep: a path reached from a live
+        // path outside `paths` through a keep edge (path → deriver, derivation → output).
+        let keep = self.keep_edges(keep_derivations, keep_outputs)?;
+        if !keep.is_empty() {
+            let live = self.live_set(false, &valid, &refs, &keep)?;
+            for p in &set {
+                if !live.contains(p) {
+                    continue;
+                }
+                let by = keep
+                    .iter()
+                    .find(|(from, to)| {
+                        to.contains(p) && live.contains(*from) && !set.contains(*from)
+                    })
+                    .map(|(from, _)| from.clone());
+                if let Some(by) = by {
+                    let setting = if p.is_derivation() {
+                        "keep-derivations"
+                    } else {
+                        "keep-outputs"
+                    };
+                    return Err(StoreError::Kept {
+                        path: p.clone(),
+                        by,
+                        setting,
+                    });
+                }
             }
         }
         let mut freed = 0;

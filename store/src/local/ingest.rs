@@ -1,33 +1,30 @@
 //! Ingesting a file or tree: hash it as a NAR, then copy it into a scratch directory.
 //!
-//! Owns: [`scan`], which walks a tree once in NAR order, streams its NAR into a BLAKE3
-//! hasher (never building the archive) and records every entry with the metadata it had
-//! when read; and [`materialise`], which recreates that recorded tree in normalised form
+//! Owns: [`scan`], which walks a tree once in NAR order, emits its NAR through the NAR
+//! module's token emitter into a [`HashPipe`] (BLAKE3 on another thread, file contents
+//! read straight into its buffers; the archive is never built) and records every entry
+//! with the metadata it had when read; and [`materialise`], which recreates that recorded tree in normalised form
 //! (see [`super::fsutil`]), copying file contents with `copy_file_range` and checking each
 //! source file's size, inode and change time against the scan, so that the copy is
 //! exactly what was hashed or the add fails with [`StoreError::SourceChanged`].
 //!
 //! Must not: follow symlinks, write anywhere but the destination, read a file twice
 //! in one pass, recurse natively, or accept a tree deeper than
-//! [`crate::tree::MAX_DEPTH`]. The NAR it hashes is byte-identical to [`crate::nar::dump_path`]'s (the
-//! tests check this).
+//! [`crate::tree::MAX_DEPTH`], or write NAR tokens itself. The NAR it hashes is
+//! byte-identical to [`crate::nar::dump_path`]'s (the tests check this).
 
 use std::ffi::OsString;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read};
+use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc::{self, Receiver, SyncSender};
 
 use super::error::StoreError;
 use super::fsutil::{self, special_kind};
-use crate::hash::{Hash, HashAlgo, Hasher};
-use crate::nar::MAGIC;
-
-/// Size of the chunks in which file contents are read for hashing.
-const CHUNK: usize = 1024 * 1024;
+use crate::hash::{Hash, HashAlgo, HashPipe};
+use crate::nar::{entry_names, ContentsError, Emitter};
 
 /// What an entry is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,120 +88,6 @@ pub struct Scanned {
     pub nar_size: u64,
 }
 
-/// Full buffers that may wait for the hashing thread.
-const PIPE_DEPTH: usize = 4;
-
-/// Hashes NAR tokens without building the archive. Bytes go into a staging buffer of
-/// [`CHUNK`] bytes (file contents are read straight into it: no extra copy); each full
-/// buffer is handed to a hashing thread, so that reading the next one overlaps hashing
-/// this one (on BLAKE3's worker threads), and every multithreaded BLAKE3 update starts
-/// at a multiple of [`CHUNK`], where BLAKE3 parallelises best.
-struct NarHasher {
-    stage: Vec<u8>,
-    fill: usize,
-    count: u64,
-    full: Option<SyncSender<Vec<u8>>>,
-    empty: Receiver<Vec<u8>>,
-    allocated: usize,
-}
-
-/// The error when the hashing thread is gone (it only stops early by panicking).
-fn hasher_gone() -> io::Error {
-    io::Error::other("the hashing thread stopped")
-}
-
-impl NarHasher {
-    fn new(full: SyncSender<Vec<u8>>, empty: Receiver<Vec<u8>>) -> NarHasher {
-        NarHasher {
-            stage: vec![0u8; CHUNK],
-            fill: 0,
-            count: 0,
-            full: Some(full),
-            empty,
-            allocated: 1,
-        }
-    }
-    /// Sends the first `fill` bytes of the stage and takes a fresh buffer.
-    fn send(&mut self) -> io::Result<()> {
-        let next = match self.empty.try_recv() {
-            Ok(buf) => buf,
-            Err(_) if self.allocated < PIPE_DEPTH + 2 => {
-                self.allocated += 1;
-                vec![0u8; CHUNK]
-            }
-            Err(_) => self.empty.recv().map_err(|_| hasher_gone())?,
-        };
-        let mut full = std::mem::replace(&mut self.stage, next);
-        full.truncate(self.fill);
-        self.fill = 0;
-        self.full
-            .as_ref()
-            .ok_or_else(hasher_gone)?
-            .send(full)
-            .map_err(|_| hasher_gone())
-    }
-    fn flush_if_full(&mut self) -> io::Result<()> {
-        if self.fill == CHUNK {
-            self.send()?;
-        }
-        Ok(())
-    }
-    fn raw(&mut self, mut b: &[u8]) -> io::Result<()> {
-        self.count += b.len() as u64;
-        while !b.is_empty() {
-            // Returned buffers were truncated by the hashing side; restore their length.
-            self.stage.resize(CHUNK, 0);
-            let n = b.len().min(CHUNK - self.fill);
-            self.stage[self.fill..self.fill + n].copy_from_slice(&b[..n]);
-            self.fill += n;
-            b = &b[n..];
-            self.flush_if_full()?;
-        }
-        Ok(())
-    }
-    fn pad(&mut self, len: u64) -> io::Result<()> {
-        let pad = ((8 - len % 8) % 8) as usize;
-        self.raw(&[0u8; 8][..pad])
-    }
-    fn str(&mut self, b: &[u8]) -> io::Result<()> {
-        self.raw(&(b.len() as u64).to_le_bytes())?;
-        self.raw(b)?;
-        self.pad(b.len() as u64)
-    }
-    fn strs(&mut self, toks: &[&[u8]]) -> io::Result<()> {
-        toks.iter().try_for_each(|t| self.str(t))
-    }
-    /// Hashes exactly `size` bytes read from `file`; `Ok(false)` if it ends early.
-    fn contents(&mut self, file: &mut File, size: u64) -> io::Result<bool> {
-        let mut left = size;
-        while left > 0 {
-            self.stage.resize(CHUNK, 0);
-            let room = CHUNK - self.fill;
-            let want = usize::try_from(left).unwrap_or(room).min(room);
-            match file.read(&mut self.stage[self.fill..self.fill + want]) {
-                Ok(0) => return Ok(false),
-                Ok(n) => {
-                    self.fill += n;
-                    self.count += n as u64;
-                    left -= n as u64;
-                    self.flush_if_full()?;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(true)
-    }
-    /// Sends the rest and closes the pipe; returns the NAR size.
-    fn close(&mut self) -> io::Result<u64> {
-        if self.fill > 0 {
-            self.send()?;
-        }
-        self.full = None;
-        Ok(self.count)
-    }
-}
-
 /// `base` joined with `rel`, or `base` itself for the root (no trailing slash).
 pub fn join(base: &Path, rel: &Path) -> PathBuf {
     if rel.as_os_str().is_empty() {
@@ -231,43 +114,24 @@ struct Frame {
 /// Walks `src` once in NAR order, hashing its NAR with BLAKE3 (on another thread) and
 /// recording its entries. Sockets, FIFOs and devices are refused.
 pub fn scan(src: &Path) -> Result<Scanned, StoreError> {
-    let (full_tx, full_rx) = mpsc::sync_channel::<Vec<u8>>(PIPE_DEPTH);
-    let (empty_tx, empty_rx) = mpsc::channel::<Vec<u8>>();
-    std::thread::scope(|scope| {
-        let hasher = scope.spawn(move || {
-            let mut h = Hasher::new(HashAlgo::Blake3);
-            for buf in full_rx {
-                h.update(&buf);
-                // The walker may be gone already (after an error); nothing to do then.
-                let _ = empty_tx.send(buf);
-            }
-            h.finish()
-        });
-        let mut h = NarHasher::new(full_tx, empty_rx);
-        let walked = walk(src, &mut h).and_then(|entries| {
-            let size = h.close().map_err(StoreError::io("hashing", src))?;
-            Ok((entries, size))
-        });
-        drop(h); // closes the pipe if walking failed
-        let nar_hash = hasher
-            .join()
-            .map_err(|_| StoreError::io("hashing", src)(hasher_gone()))?;
-        let (entries, nar_size) = walked?;
-        Ok(Scanned {
-            entries,
-            nar_hash,
-            nar_size,
-        })
+    let mut e = Emitter::new(HashPipe::new(HashAlgo::Blake3));
+    // On an error the emitter is dropped, and its pipe stops the hashing thread.
+    let entries = walk(src, &mut e)?;
+    let (pipe, nar_size) = e.finish();
+    let (nar_hash, _) = pipe.finish().map_err(hash_err(src))?;
+    Ok(Scanned {
+        entries,
+        nar_hash,
+        nar_size,
     })
 }
 
-/// The walk of [`scan`]: feeds the NAR of `src` to `h`, returns the entries.
-fn walk(src: &Path, h: &mut NarHasher) -> Result<Vec<Entry>, StoreError> {
+/// The walk of [`scan`]: emits the NAR of `src` through `e`, returns the entries.
+fn walk(src: &Path, e: &mut Emitter<HashPipe>) -> Result<Vec<Entry>, StoreError> {
     let mut entries = Vec::new();
     let mut stack: Vec<Frame> = Vec::new();
-    let e = |r: io::Result<()>| r.map_err(StoreError::io("hashing", src));
-    e(h.str(MAGIC))?;
-    if let Some(f) = node(src, PathBuf::new(), h, &mut entries)? {
+    e.magic().map_err(hash_err(src))?;
+    if let Some(f) = node(src, PathBuf::new(), e, &mut entries)? {
         stack.push(f);
     }
     loop {
@@ -277,9 +141,9 @@ fn walk(src: &Path, h: &mut NarHasher) -> Result<Vec<Entry>, StoreError> {
         };
         let Some(name) = top.names.get(top.next) else {
             stack.pop();
-            e(h.str(b")"))?;
+            e.close().map_err(hash_err(src))?; // closes the directory node
             if !stack.is_empty() {
-                e(h.str(b")"))?;
+                e.close().map_err(hash_err(src))?; // closes the entry holding it
             }
             continue;
         };
@@ -293,10 +157,10 @@ fn walk(src: &Path, h: &mut NarHasher) -> Result<Vec<Entry>, StoreError> {
             }
             .into());
         }
-        e(h.strs(&[b"entry", b"(", b"name", name.as_bytes(), b"node"]))?;
-        match node(src, rel, h, &mut entries)? {
+        e.entry(name.as_bytes()).map_err(hash_err(src))?;
+        match node(src, rel, e, &mut entries)? {
             Some(f) => stack.push(f),
-            None => e(h.str(b")"))?,
+            None => e.close().map_err(hash_err(src))?,
         }
     }
     Ok(entries)
@@ -310,7 +174,7 @@ fn hash_err(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
 fn node(
     src: &Path,
     rel: PathBuf,
-    h: &mut NarHasher,
+    e: &mut Emitter<HashPipe>,
     entries: &mut Vec<Entry>,
 ) -> Result<Option<Frame>, StoreError> {
     let path = join(src, &rel);
@@ -325,15 +189,8 @@ fn node(
     };
     if ft.is_symlink() {
         let target = fs::read_link(&path).map_err(StoreError::io("reading symlink", &path))?;
-        h.strs(&[
-            b"(",
-            b"type",
-            b"symlink",
-            b"target",
-            target.as_os_str().as_bytes(),
-            b")",
-        ])
-        .map_err(hash_err(&path))?;
+        e.symlink(target.as_os_str().as_bytes())
+            .map_err(hash_err(&path))?;
         entry.kind = Kind::Symlink(target);
         entries.push(entry);
         Ok(None)
@@ -344,22 +201,12 @@ fn node(
             return Err(StoreError::SourceChanged { path });
         }
         let executable = m.mode() & 0o100 != 0;
-        h.strs(&[b"(", b"type", b"regular"])
-            .map_err(hash_err(&path))?;
-        if executable {
-            h.strs(&[b"executable", b""]).map_err(hash_err(&path))?;
+        match e.regular_from(executable, &mut file, m.size()) {
+            Ok(()) => {}
+            Err(ContentsError::Read(err)) => return Err(StoreError::io("reading", &path)(err)),
+            Err(ContentsError::Short) => return Err(StoreError::SourceChanged { path }),
+            Err(ContentsError::Write(err)) => return Err(hash_err(&path)(err)),
         }
-        h.str(b"contents").map_err(hash_err(&path))?;
-        let size = m.size();
-        h.raw(&size.to_le_bytes()).map_err(hash_err(&path))?;
-        if !h
-            .contents(&mut file, size)
-            .map_err(StoreError::io("reading", &path))?
-        {
-            return Err(StoreError::SourceChanged { path });
-        }
-        h.pad(size).map_err(hash_err(&path))?;
-        h.str(b")").map_err(hash_err(&path))?;
         entry.kind = Kind::Regular { executable };
         entry.mode = m.mode();
         entry.mtime = m.mtime();
@@ -367,13 +214,8 @@ fn node(
         entries.push(entry);
         Ok(None)
     } else if ft.is_dir() {
-        h.strs(&[b"(", b"type", b"directory"])
-            .map_err(hash_err(&path))?;
-        let mut names = Vec::new();
-        for e in fs::read_dir(&path).map_err(StoreError::io("listing", &path))? {
-            names.push(e.map_err(StoreError::io("listing", &path))?.file_name());
-        }
-        names.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+        e.directory().map_err(hash_err(&path))?;
+        let names = entry_names(&path).map_err(StoreError::io("listing", &path))?;
         let rel = entry.rel.clone();
         entries.push(entry);
         Ok(Some(Frame {
@@ -516,7 +358,11 @@ mod tests {
         fs::create_dir_all(root.join("-dash dir")).expect("mkdir");
         fs::write(root.join("a"), "hello").expect("write");
         fs::write(root.join("sub/é ü"), "").expect("write");
-        fs::write(root.join("-dash dir/big"), vec![7u8; 3 * CHUNK + 5]).expect("write");
+        fs::write(
+            root.join("-dash dir/big"),
+            vec![7u8; 3 * crate::hash::PIPE_BUFFER + 5],
+        )
+        .expect("write");
         fs::write(root.join("run"), "#!/bin/sh\n").expect("write");
         fs::set_permissions(root.join("run"), fs::Permissions::from_mode(0o750)).expect("chmod");
         symlink("a", root.join("link")).expect("symlink");
@@ -531,6 +377,21 @@ mod tests {
         let s = scan(&root).expect("scan");
         let (hash, size) = nar::hash_path(&root, HashAlgo::Blake3).expect("hash");
         assert_eq!((s.nar_hash, s.nar_size), (hash, size));
+        // The bytes themselves: as dump_path writes them, and as Nix does when installed.
+        let mut bytes = Vec::new();
+        nar::dump_path(&root, &mut bytes).expect("dump");
+        assert_eq!(
+            (s.nar_hash, s.nar_size),
+            (Hash::digest(HashAlgo::Blake3, &bytes), bytes.len() as u64)
+        );
+        match std::process::Command::new("nix-store")
+            .arg("--dump")
+            .arg(&root)
+            .output()
+        {
+            Ok(out) if out.status.success() => assert!(out.stdout == bytes, "nix-store --dump"),
+            _ => println!("nix-store not usable: skipping the nix-store --dump comparison"),
+        }
         let rels: Vec<String> = s
             .entries
             .iter()

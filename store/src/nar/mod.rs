@@ -1,9 +1,10 @@
 //! NAR, Nix's archive format, byte for byte as `nix-store --dump` writes it.
 //!
-//! Owns: the wire format and its limits, the streaming writer from the filesystem
-//! ([`dump_path`], [`hash_path`], [`dump_regular`]), the strict streaming parser
-//! ([`parse`] with a [`NarVisitor`], [`check`]) and [`restore`], which never writes outside
-//! its target.
+//! Owns: the wire format and its limits, its one token emitter (`emit.rs`, also used by
+//! the local store's ingestion, which walks on its own to record what it hashes), the
+//! streaming writer from the filesystem ([`dump_path`], [`hash_path`], [`dump_regular`]),
+//! the strict streaming parser ([`parse`] with a [`NarVisitor`], [`check`]) and
+//! [`restore`], which never writes outside its target.
 //!
 //! Must not: know about store paths, the database or normalisation of modes and times (the
 //! local store does that after restoring), or panic on any archive, however hostile.
@@ -28,6 +29,7 @@ use std::path::PathBuf;
 
 use thiserror::Error;
 
+mod emit;
 mod reader;
 mod restore;
 mod writer;
@@ -38,6 +40,9 @@ mod tests;
 pub use reader::{check, parse, Contents, NarVisitor};
 pub use restore::{restore, restore_direct, DIRECT_MIN};
 pub use writer::{dump_path, dump_path_filtered, dump_regular, hash_path};
+// For the local store's ingestion.
+#[cfg(feature = "local")]
+pub(crate) use emit::{entry_names, ContentsError, Emitter};
 
 /// The first token of every archive.
 pub const MAGIC: &[u8] = b"nix-archive-1";

@@ -1,65 +1,22 @@
 //! The streaming NAR writer: a filesystem path (or in-memory bytes) to an [`io::Write`].
 //!
 //! Owns: walking a tree without recursion (deep trees cannot exhaust the stack) and no
-//! deeper than the reader accepts ([`MAX_DEPTH`]), sorting
-//! entries by name bytes, the executable bit (owner `x`), symlink targets, file contents
-//! streamed in large chunks so that a BLAKE3 sink can hash them on several threads.
+//! deeper than the reader accepts ([`MAX_DEPTH`]), the executable bit (owner `x`),
+//! symlink targets, filtering, and [`hash_path`], which reads file contents straight into
+//! a [`HashPipe`]'s buffers. The tokens are [`super::emit`]'s.
 //!
 //! Must not: follow symlinks, change the files it reads, or buffer whole files in memory.
 
 use std::ffi::OsString;
 use std::fs::{self, File};
-use std::io::{self, BufWriter, Read, Write};
+use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use super::{NarError, MAGIC, MAX_DEPTH};
-use crate::hash::{Hash, HashAlgo, HashingWriter};
-
-/// Size of the chunks in which file contents are read and written.
-const CHUNK: usize = 1024 * 1024;
-
-/// Token-level writer that counts bytes.
-struct Tokens<W: Write> {
-    out: BufWriter<W>,
-    count: u64,
-}
-
-impl<W: Write> Tokens<W> {
-    fn new(out: W) -> Self {
-        Tokens {
-            out: BufWriter::with_capacity(64 * 1024, out),
-            count: 0,
-        }
-    }
-
-    fn raw(&mut self, bytes: &[u8]) -> Result<(), NarError> {
-        self.out.write_all(bytes).map_err(NarError::Write)?;
-        self.count += bytes.len() as u64;
-        Ok(())
-    }
-
-    fn pad(&mut self, len: u64) -> Result<(), NarError> {
-        let pad = ((8 - len % 8) % 8) as usize;
-        self.raw(&[0u8; 8][..pad])
-    }
-
-    fn str(&mut self, bytes: &[u8]) -> Result<(), NarError> {
-        self.raw(&(bytes.len() as u64).to_le_bytes())?;
-        self.raw(bytes)?;
-        self.pad(bytes.len() as u64)
-    }
-
-    fn strs(&mut self, tokens: &[&[u8]]) -> Result<(), NarError> {
-        tokens.iter().try_for_each(|t| self.str(t))
-    }
-
-    fn finish(mut self) -> Result<u64, NarError> {
-        self.out.flush().map_err(NarError::Write)?;
-        Ok(self.count)
-    }
-}
+use super::emit::{entry_names, ContentSink, ContentsError, Emitter, WriteSink};
+use super::{NarError, MAX_DEPTH};
+use crate::hash::{Hash, HashAlgo, HashPipe};
 
 /// One directory being written: its path, its sorted entry names, the next one to write.
 struct Frame {
@@ -83,23 +40,34 @@ pub fn dump_path_filtered<W: Write>(
     out: W,
     filter: &mut dyn FnMut(&Path, &str) -> bool,
 ) -> Result<u64, NarError> {
-    let mut t = Tokens::new(out);
-    let mut buf = Vec::new();
-    t.str(MAGIC)?;
+    let mut e = Emitter::new(WriteSink::new(out));
+    dump(path, &mut e, filter)?;
+    let (mut sink, size) = e.finish();
+    sink.flush().map_err(NarError::Write)?;
+    Ok(size)
+}
+
+/// The walk of [`dump_path_filtered`] and [`hash_path`]: the NAR of `path` to `e`.
+fn dump<S: ContentSink>(
+    path: &Path,
+    e: &mut Emitter<S>,
+    filter: &mut dyn FnMut(&Path, &str) -> bool,
+) -> Result<(), NarError> {
+    e.magic().map_err(NarError::Write)?;
     let mut stack: Vec<Frame> = Vec::new();
-    if let Some(frame) = node(&mut t, path, &mut buf)? {
+    if let Some(frame) = node(e, path)? {
         stack.push(frame);
     }
     loop {
         let depth = stack.len();
         let Some(top) = stack.last_mut() else {
-            break;
+            return Ok(());
         };
         let Some(name) = top.names.get(top.next) else {
             stack.pop();
-            t.str(b")")?; // closes the directory node
+            e.close().map_err(NarError::Write)?; // closes the directory node
             if !stack.is_empty() {
-                t.str(b")")?; // closes the entry holding it
+                e.close().map_err(NarError::Write)?; // closes the entry holding it
             }
             continue;
         };
@@ -121,22 +89,17 @@ pub fn dump_path_filtered<W: Write>(
                 path: path.to_path_buf(),
             });
         }
-        t.strs(&[b"entry", b"(", b"name", name.as_bytes(), b"node"])?;
-        match node(&mut t, &child, &mut buf)? {
+        e.entry(name.as_bytes()).map_err(NarError::Write)?;
+        match node(e, &child)? {
             Some(frame) => stack.push(frame),
-            None => t.str(b")")?,
+            None => e.close().map_err(NarError::Write)?,
         }
     }
-    t.finish()
 }
 
 /// Writes one node. For a directory, writes its header and returns the frame to walk;
 /// for anything else, writes the whole node.
-fn node<W: Write>(
-    t: &mut Tokens<W>,
-    path: &Path,
-    buf: &mut Vec<u8>,
-) -> Result<Option<Frame>, NarError> {
+fn node<S: ContentSink>(e: &mut Emitter<S>, path: &Path) -> Result<Option<Frame>, NarError> {
     let dump_err = |source| NarError::Dump {
         path: path.to_path_buf(),
         source,
@@ -145,35 +108,26 @@ fn node<W: Write>(
     let ft = meta.file_type();
     if ft.is_symlink() {
         let target = fs::read_link(path).map_err(dump_err)?;
-        t.strs(&[
-            b"(",
-            b"type",
-            b"symlink",
-            b"target",
-            target.as_os_str().as_bytes(),
-            b")",
-        ])?;
+        e.symlink(target.as_os_str().as_bytes())
+            .map_err(NarError::Write)?;
         Ok(None)
     } else if ft.is_file() {
-        t.strs(&[b"(", b"type", b"regular"])?;
-        if meta.permissions().mode() & 0o100 != 0 {
-            t.strs(&[b"executable", b""])?;
-        }
-        t.str(b"contents")?;
-        let file = File::open(path).map_err(dump_err)?;
-        contents(t, file, meta.len(), path, buf)?;
-        t.str(b")")?;
+        let mut file = File::open(path).map_err(dump_err)?;
+        let executable = meta.permissions().mode() & 0o100 != 0;
+        e.regular_from(executable, &mut file, meta.len())
+            .map_err(|err| match err {
+                ContentsError::Read(source) => dump_err(source),
+                ContentsError::Short => NarError::FileChangedSize {
+                    path: path.to_path_buf(),
+                },
+                ContentsError::Write(source) => NarError::Write(source),
+            })?;
         Ok(None)
     } else if ft.is_dir() {
-        t.strs(&[b"(", b"type", b"directory"])?;
-        let mut names = Vec::new();
-        for entry in fs::read_dir(path).map_err(dump_err)? {
-            names.push(entry.map_err(dump_err)?.file_name());
-        }
-        names.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+        e.directory().map_err(NarError::Write)?;
         Ok(Some(Frame {
             dir: path.to_path_buf(),
-            names,
+            names: entry_names(path).map_err(dump_err)?,
             next: 0,
         }))
     } else {
@@ -183,61 +137,25 @@ fn node<W: Write>(
     }
 }
 
-/// Writes a contents token of exactly `len` bytes read from `file`.
-fn contents<W: Write>(
-    t: &mut Tokens<W>,
-    mut file: impl Read,
-    len: u64,
-    path: &Path,
-    buf: &mut Vec<u8>,
-) -> Result<(), NarError> {
-    t.raw(&len.to_le_bytes())?;
-    // The buffer grows to the largest file seen, up to CHUNK: zeroing a whole CHUNK for a
-    // small file (a typical build output) costs more than dumping it.
-    let need = usize::try_from(len).unwrap_or(CHUNK).min(CHUNK);
-    if buf.len() < need {
-        buf.resize(need, 0);
-    }
-    let mut left = len;
-    while left > 0 {
-        let want = usize::try_from(left).unwrap_or(CHUNK).min(CHUNK);
-        let got = match file.read(&mut buf[..want]) {
-            Ok(0) => {
-                return Err(NarError::FileChangedSize {
-                    path: path.to_path_buf(),
-                })
-            }
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(source) => {
-                return Err(NarError::Dump {
-                    path: path.to_path_buf(),
-                    source,
-                })
-            }
-        };
-        t.raw(&buf[..got])?;
-        left -= got as u64;
-    }
-    t.pad(len)
-}
-
 /// Writes the NAR of a single regular file whose contents are `data` (as a text object
 /// would be stored). Returns the archive size.
 pub fn dump_regular<W: Write>(data: &[u8], executable: bool, out: W) -> Result<u64, NarError> {
-    let mut t = Tokens::new(out);
-    t.strs(&[MAGIC, b"(", b"type", b"regular"])?;
-    if executable {
-        t.strs(&[b"executable", b""])?;
-    }
-    t.strs(&[b"contents", data, b")"])?;
-    t.finish()
+    let mut e = Emitter::new(WriteSink::new(out));
+    e.magic()
+        .and_then(|()| e.regular(executable, data))
+        .map_err(NarError::Write)?;
+    let (mut sink, size) = e.finish();
+    sink.flush().map_err(NarError::Write)?;
+    Ok(size)
 }
 
-/// The hash of the NAR of `path` and its size, like `nix-hash --type <algo> <path>`.
+/// The hash of the NAR of `path` and its size, like `nix-hash --type <algo> <path>`. File
+/// contents are read straight into the buffers of a [`HashPipe`], hashed on another
+/// thread while the next ones are read.
 pub fn hash_path(path: &Path, algo: HashAlgo) -> Result<(Hash, u64), NarError> {
-    let mut sink = HashingWriter::new(io::sink(), algo);
-    dump_path(path, &mut sink)?;
-    let (_, hash, size) = sink.finish();
+    let mut e = Emitter::new(HashPipe::new(algo));
+    dump(path, &mut e, &mut |_: &Path, _: &str| true)?;
+    let (pipe, size) = e.finish();
+    let (hash, _) = pipe.finish().map_err(NarError::Write)?;
     Ok((hash, size))
 }

@@ -142,3 +142,22 @@ fn long_paths_in_messages_are_shortened() {
         Path::new("/r/a")
     );
 }
+
+#[test]
+fn errors_convert_to_io_errors_of_the_same_kind_naming_the_path() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let file = tmp.path().join("f");
+    fs::write(&file, "x").expect("write");
+    // A path below a file: its parent cannot be opened as a directory.
+    let below = file.join("x");
+    let e: io::Error = remove_tree(&below).expect_err("not a directory").into();
+    assert_eq!(e.kind(), io::ErrorKind::NotADirectory);
+    assert!(e.to_string().contains(&format!("{file:?}")), "{e}");
+    let e: io::Error = TreeError::TooDeep {
+        path: file.clone(),
+        max: MAX_DEPTH,
+    }
+    .into();
+    assert_eq!(e.kind(), io::ErrorKind::Other);
+    assert!(e.to_string().contains("nested deeper than 2048"), "{e}");
+}

@@ -14,6 +14,7 @@ use crate::eval::ir::IrParam;
 use crate::eval::{EResult, ErrorExt, Evaluator};
 use crate::value::{Context, NixString, Value};
 
+/// Return a string containing an XML representation of e.
 pub(super) fn to_xml(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let mut w = XmlWriter {
         out: String::from("<?xml version='1.0' encoding='utf-8'?>\n"),

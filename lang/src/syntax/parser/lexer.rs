@@ -18,7 +18,7 @@ use nom::{
 };
 
 use super::super::ast::{PathAnchor, Span};
-use super::ParseError;
+use super::{ParseError, ParseErrorKind};
 
 /// nom result with a unit error: the lexer only needs "matched or not".
 type Lex<'a> = IResult<&'a str, &'a str, ()>;
@@ -220,7 +220,8 @@ pub(super) fn skip_trivia(src: &str, pos: usize) -> Result<usize, ParseError> {
     };
     let at = src.len() - after.len();
     if after.starts_with("/*") {
-        return Err(ParseError::new(
+        return Err(ParseError::of(
+            ParseErrorKind::Incomplete,
             "unterminated comment",
             Span::new(at, at + 2),
         ));

@@ -11,7 +11,7 @@ use nom::bytes::complete::take_till;
 
 use super::super::ast::*;
 use super::lexer::{self, Token, T};
-use super::{PResult, ParseError, Parser};
+use super::{PResult, ParseError, ParseErrorKind, Parser};
 
 /// Length of the run at the start of `bytes` containing none of the bytes `stop`
 /// accepts.
@@ -105,7 +105,13 @@ impl<'a> Parser<'a> {
     pub(super) fn string(&mut self, open: Token<'a>) -> PResult<(Vec<StrPart>, u32)> {
         let src = self.src;
         let bytes = src.as_bytes();
-        let unterminated = || ParseError::new("unterminated string", open.span());
+        let unterminated = || {
+            ParseError::of(
+                ParseErrorKind::Incomplete,
+                "unterminated string",
+                open.span(),
+            )
+        };
         let mut parts = Parts::default();
         let mut pos = open.end;
         loop {
@@ -178,7 +184,11 @@ impl<'a> Parser<'a> {
                 toks.push(IndTok::Interp(e.e));
                 pos = self.pos;
             } else if rest.is_empty() {
-                return Err(ParseError::new("unterminated indented string", open.span()));
+                return Err(ParseError::of(
+                    ParseErrorKind::Incomplete,
+                    "unterminated indented string",
+                    open.span(),
+                ));
             } else {
                 let n = ind_text_len(rest);
                 if n > 0 {
@@ -257,7 +267,11 @@ impl<'a> Parser<'a> {
 /// The error for `./a//b`: after a path's trailing slash, Nix only accepts an
 /// interpolation (possibly after one more `/`).
 fn stray_slash(at: usize) -> ParseError {
-    ParseError::new("unexpected '/' in path", Span::new(at, at + 1))
+    ParseError::of(
+        ParseErrorKind::Unexpected,
+        "unexpected '/' in path",
+        Span::new(at, at + 1),
+    )
 }
 
 /// Nix's `stripIndentation`: removes the common indentation (in spaces) of the

@@ -253,6 +253,33 @@ fn err(src: &str, msg: &str) -> (u32, u32) {
     }
 }
 
+#[test]
+fn error_kinds() {
+    let kind = |src: &str| parse(src).map(|_| ()).unwrap_err().kind;
+    for src in [
+        "{ a = 1;",
+        "x: [",
+        "let x = 1; in",
+        "''abc",
+        "\"abc",
+        "/* x",
+        "f (",
+        "a.",
+    ] {
+        assert_eq!(kind(src), ParseErrorKind::Incomplete, "{src:?}");
+    }
+    for src in ["1 )", "{ a = 1; } }", "let in in 1", "[ 1 ] ]"] {
+        assert_eq!(kind(src), ParseErrorKind::Unexpected, "{src:?}");
+    }
+    for src in ["{ x, x }: x", "99999999999999999999", "let ${a} = 1; in 1"] {
+        assert_eq!(kind(src), ParseErrorKind::Other, "{src:?}");
+    }
+    assert!(parse("1 )").unwrap_err().is_syntax_error());
+    assert!(!parse("1 )").unwrap_err().is_incomplete());
+    assert!(parse("\"abc").unwrap_err().is_incomplete());
+    assert!(!parse("{ x, x }: x").unwrap_err().is_syntax_error());
+}
+
 mod limits;
 mod suite;
 mod vectors;

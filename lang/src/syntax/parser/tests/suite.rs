@@ -101,7 +101,15 @@ fn conformance_parse_fail() {
         match parse(&src) {
             Ok(_) if !semantic => failures.push(format!("{stem}: parsed")),
             Err(e) if semantic => failures.push(format!("{stem}: {}", e.message)),
-            Err(e) => eprintln!("{stem}: {} at {:?}", e.message, e.span),
+            Err(e) => {
+                eprintln!("{stem}: {} at {:?}", e.message, e.span);
+                // The kind agrees with the wording Nix prefixes with "syntax error, ".
+                let worded =
+                    e.message.starts_with("unexpected") || e.message.starts_with("unterminated");
+                if e.is_syntax_error() != worded {
+                    failures.push(format!("{stem}: {:?} for {:?}", e.kind, e.message));
+                }
+            }
             Ok(_) => {}
         }
     }
