@@ -664,6 +664,17 @@ impl<'a> Compiler<'a> {
         tree: Tree,
         body: Option<&Expr>,
     ) -> EResult<(Rc<AttrsDef>, Option<Rc<Ir>>)> {
+        // `AttrsDef::statics` is in name order, so the evaluator builds each set
+        // already sorted instead of sorting it per evaluation; a `rec` set's or a
+        // `let`'s slots follow that order. Entries are still compiled in source order
+        // (so the first error and lint warnings are the first in the file):
+        // `rank[i]` is where the i-th static in source order goes.
+        let mut order: Vec<usize> = (0..tree.statics.len()).collect();
+        order.sort_by(|&a, &b| tree.statics[a].0.cmp(&tree.statics[b].0));
+        let mut rank = vec![0; order.len()];
+        for (r, &i) in order.iter().enumerate() {
+            rank[i] = r;
+        }
         let rec = tree.rec;
         let new_env = rec || !tree.hidden.is_empty();
         let hidden_base = if rec { tree.statics.len() } else { 0 };
@@ -671,7 +682,7 @@ impl<'a> Compiler<'a> {
             let mut names = HashMap::new();
             if rec {
                 for (i, (n, _, _)) in tree.statics.iter().enumerate() {
-                    names.insert(n.clone(), i as u32);
+                    names.insert(n.clone(), rank[i] as u32);
                 }
             }
             self.scopes.push(Scope::Static(names));
@@ -681,15 +692,17 @@ impl<'a> Compiler<'a> {
             for h in &tree.hidden {
                 hidden.push(self.compile(h)?);
             }
-            let mut statics = Vec::with_capacity(tree.statics.len());
-            for (name, entry, span) in tree.statics {
+            let mut statics: Vec<Option<AttrDef>> = Vec::with_capacity(tree.statics.len());
+            statics.resize_with(tree.statics.len(), || None);
+            for (i, (name, entry, span)) in tree.statics.into_iter().enumerate() {
                 let value = self.compile_entry(entry, rec, hidden_base, Some(&name))?;
-                statics.push(AttrDef {
+                statics[rank[i]] = Some(AttrDef {
                     name,
                     value,
                     pos: self.pos(span),
                 });
             }
+            let statics: Vec<AttrDef> = statics.into_iter().flatten().collect();
             let mut dynamics = Vec::with_capacity(tree.dynamics.len());
             for (key, entry, span) in tree.dynamics {
                 let k = self.compile(&key)?;

@@ -612,7 +612,8 @@ impl Evaluator {
             }
             entries.push((a.name.clone(), v, a.pos));
         }
-        let mut attrs = Attrs::from_unsorted_pos(entries);
+        // The compiler sorted the statics by name (`compile_tree_with_body`).
+        let mut attrs = Attrs::from_sorted_pos(entries);
         for (k, v, pos) in &def.dynamics {
             let key = self.eval(k, &scope)?;
             let key = match key {
