@@ -53,17 +53,17 @@ pub const fn encoded_len(bytes: usize) -> usize {
 /// Encodes `bytes` in nix32, exactly as Nix's `printHash32` does.
 pub fn encode(bytes: &[u8]) -> String {
     let len = encoded_len(bytes.len());
-    let mut out = String::with_capacity(len);
+    // Bytes, not chars: every digit is ASCII (and this runs for every store path).
+    let mut out = Vec::with_capacity(len);
     for n in (0..len).rev() {
         let b = n * 5;
         let i = b / 8;
         let j = b % 8;
         let lo = bytes.get(i).map_or(0u16, |&x| u16::from(x) >> j);
         let hi = bytes.get(i + 1).map_or(0u16, |&x| u16::from(x) << (8 - j));
-        let digit = usize::from(((lo | hi) & 0x1f) as u8);
-        out.push(char::from(ALPHABET[digit]));
+        out.push(ALPHABET[usize::from(((lo | hi) & 0x1f) as u8)]);
     }
-    out
+    String::from_utf8(out).expect("the nix32 alphabet is ASCII")
 }
 
 /// The digit value of a nix32 character, or `None` outside the alphabet.

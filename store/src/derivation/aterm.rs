@@ -14,17 +14,25 @@ use crate::path::{validate_name, IngestionMethod, StorePath};
 
 /// Appends `v` as an ATerm string literal.
 fn string(out: &mut String, v: &str) {
+    out.reserve(v.len() + 2);
     out.push('"');
-    for c in v.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c => out.push(c),
-        }
+    // Runs without a character to escape are copied whole: the five escaped
+    // characters are ASCII, so every cut is on a character boundary.
+    let mut run = 0;
+    for (i, b) in v.bytes().enumerate() {
+        let esc = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            _ => continue,
+        };
+        out.push_str(&v[run..i]);
+        out.push_str(esc);
+        run = i + 1;
     }
+    out.push_str(&v[run..]);
     out.push('"');
 }
 
@@ -654,5 +662,16 @@ pub(super) mod tests {
                 assert_eq!(print(&d), text);
             }
         }
+    }
+
+    /// The escapes, literally, around and between multi-byte characters.
+    #[test]
+    fn string_literals_escape_exactly_five_characters() {
+        let mut out = String::new();
+        super::string(&mut out, "a\"b\\c\nd\re\tf é\u{1F600}\"");
+        assert_eq!(out, "\"a\\\"b\\\\c\\nd\\re\\tf é\u{1F600}\\\"\"");
+        out.clear();
+        super::string(&mut out, "");
+        assert_eq!(out, "\"\"");
     }
 }
