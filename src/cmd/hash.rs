@@ -12,10 +12,6 @@ use rocmx_store::{nar, Encoding, Hash, HashAlgo, HashPipe};
 use super::common::locate;
 use super::fail::{io_msg, nar_msg, Fail};
 
-/// [`Fail`] under the name `hash_nar`/`hash_file` use (they are being moved onto the
-/// store crate's hasher in parallel; the alias goes once they say `Fail`).
-type Failure = Fail;
-
 #[derive(Args, Debug)]
 pub struct HashArgs {
     #[command(subcommand)]
@@ -119,9 +115,9 @@ pub fn run(a: HashArgs, store: &super::StoreOpt) -> i32 {
 }
 
 /// The hash of the NAR of `path` (never followed).
-fn hash_nar(path: &Path, algo: HashAlgo) -> Result<Hash, Failure> {
+fn hash_nar(path: &Path, algo: HashAlgo) -> Result<Hash, Fail> {
     std::fs::symlink_metadata(path).map_err(|e| {
-        Failure::msg(format!(
+        Fail::msg(format!(
             "getting status of '{}': {}",
             path.display(),
             io_msg(&e)
@@ -130,13 +126,13 @@ fn hash_nar(path: &Path, algo: HashAlgo) -> Result<Hash, Failure> {
     // Pipelined in the store: file contents are read into the hashing thread's buffers.
     nar::hash_path(path, algo)
         .map(|(h, _)| h)
-        .map_err(|e| Failure::msg(nar_msg(&e)))
+        .map_err(|e| Fail::msg(nar_msg(&e)))
 }
 
 /// The hash of the contents of the file at `path` (symlinks followed).
-fn hash_file(path: &Path, algo: HashAlgo) -> Result<Hash, Failure> {
+fn hash_file(path: &Path, algo: HashAlgo) -> Result<Hash, Fail> {
     let fail = |what: &str, e: &io::Error| {
-        Failure::msg(format!("{what} '{}': {}", path.display(), io_msg(e)))
+        Fail::msg(format!("{what} '{}': {}", path.display(), io_msg(e)))
     };
     let mut file = File::open(path).map_err(|e| {
         if e.kind() == io::ErrorKind::NotFound {
@@ -147,7 +143,7 @@ fn hash_file(path: &Path, algo: HashAlgo) -> Result<Hash, Failure> {
     })?;
     let meta = file.metadata().map_err(|e| fail("getting status of", &e))?;
     if meta.is_dir() {
-        return Err(Failure::msg(format!("'{}' is a directory", path.display())));
+        return Err(Fail::msg(format!("'{}' is a directory", path.display())));
     }
     // Read straight into the buffers that the store's pipe hashes on another thread.
     let mut pipe = HashPipe::new(algo);

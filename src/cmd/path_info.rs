@@ -175,15 +175,15 @@ fn size_column(n: u64, human: bool) -> String {
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct JsonInfo<'a> {
-    path: String,
+    path: &'a StorePath,
     nar_hash: String,
     nar_size: u64,
-    references: Vec<String>,
+    references: &'a BTreeSet<StorePath>,
     ca: Option<&'a str>,
     /// With `-S`.
     #[serde(skip_serializing_if = "Option::is_none")]
     closure_size: Option<u64>,
-    deriver: Option<String>,
+    deriver: Option<&'a StorePath>,
     registration_time: i64,
     signatures: &'a [String],
     /// With `--sigs`.
@@ -205,13 +205,13 @@ impl<'a> JsonInfo<'a> {
         realisations: Option<&'a [(String, String, Vec<String>)]>,
     ) -> JsonInfo<'a> {
         JsonInfo {
-            path: info.path.to_string(),
+            path: &info.path,
             nar_hash: info.nar_hash.to_sri(),
             nar_size: info.nar_size,
-            references: info.references.iter().map(|r| r.to_string()).collect(),
+            references: &info.references,
             ca: info.ca.as_deref(),
             closure_size,
-            deriver: info.deriver.as_ref().map(|d| d.to_string()),
+            deriver: info.deriver.as_ref(),
             registration_time: info.registration_time,
             signatures: &info.signatures,
             realisations: realisations.map(|rs| {

@@ -54,7 +54,7 @@ mod escapes;
 mod json;
 
 use escapes::{printable, sanitize, strip_escapes, truncate};
-use json::{Abs, JsonEvent, Outputs};
+use json::JsonEvent;
 
 /// Time between two looks of the ticker at the status area.
 const TICK: Duration = Duration::from_millis(100);
@@ -441,18 +441,14 @@ impl State {
             Event::Planned { drvs } => {
                 self.known.extend(drvs.iter().cloned());
                 if self.mode == Mode::Json {
-                    let drvs = drvs.iter().map(Abs).collect();
+                    let drvs = drvs.iter().collect();
                     JsonEvent::Planned { drvs }.write_to(&mut perm);
                 }
             }
             Event::Cached { drv, outputs } => {
                 self.set_outcome(drv, Outcome::Done);
                 if self.mode == Mode::Json {
-                    JsonEvent::Cached {
-                        drv: Abs(drv),
-                        outputs: Outputs(outputs),
-                    }
-                    .write_to(&mut perm);
+                    JsonEvent::Cached { drv, outputs }.write_to(&mut perm);
                 }
             }
             Event::WaitingForLock { drv, name } => {
@@ -470,11 +466,7 @@ impl State {
                     Mode::Plain => {
                         let _ = writeln!(perm, "waiting for lock on '{}'...", drv.to_absolute());
                     }
-                    Mode::Json => JsonEvent::Waiting {
-                        drv: Abs(drv),
-                        name,
-                    }
-                    .write_to(&mut perm),
+                    Mode::Json => JsonEvent::Waiting { drv, name }.write_to(&mut perm),
                     Mode::Live => {}
                 }
             }
@@ -496,11 +488,7 @@ impl State {
                     Mode::Plain => {
                         let _ = writeln!(perm, "building '{}'...", drv.to_absolute());
                     }
-                    Mode::Json => JsonEvent::Start {
-                        drv: Abs(drv),
-                        name,
-                    }
-                    .write_to(&mut perm),
+                    Mode::Json => JsonEvent::Start { drv, name }.write_to(&mut perm),
                     Mode::Live => {}
                 }
             }
@@ -514,11 +502,7 @@ impl State {
                     r.phase = Some(phase.clone());
                 }
                 if self.mode == Mode::Json {
-                    JsonEvent::Phase {
-                        drv: Abs(drv),
-                        phase,
-                    }
-                    .write_to(&mut perm);
+                    JsonEvent::Phase { drv, phase }.write_to(&mut perm);
                 }
             }
             Event::Built {
@@ -538,8 +522,8 @@ impl State {
                         let _ = writeln!(perm, "built {} in {secs:.1}s", sanitize(&name, false));
                     }
                     Mode::Json => JsonEvent::Built {
-                        drv: Abs(drv),
-                        outputs: Outputs(outputs),
+                        drv,
+                        outputs,
                         duration_ms: duration.as_millis(),
                     }
                     .write_to(&mut perm),
@@ -564,11 +548,7 @@ impl State {
                             perm.push(b'\n');
                         }
                     }
-                    Mode::Json => JsonEvent::Failed {
-                        drv: Abs(drv),
-                        message,
-                    }
-                    .write_to(&mut perm),
+                    Mode::Json => JsonEvent::Failed { drv, message }.write_to(&mut perm),
                 }
             }
             Event::Fetching {
@@ -621,7 +601,7 @@ impl State {
                         );
                     }
                     Mode::Json => JsonEvent::Fetched {
-                        path: Abs(path),
+                        path,
                         source,
                         bytes: *bytes,
                     }
@@ -644,11 +624,7 @@ impl State {
                             sanitize(&failed, false)
                         );
                     }
-                    Mode::Json => JsonEvent::Skipped {
-                        drv: Abs(drv),
-                        because: Abs(because),
-                    }
-                    .write_to(&mut perm),
+                    Mode::Json => JsonEvent::Skipped { drv, because }.write_to(&mut perm),
                 }
             }
         }
@@ -698,7 +674,7 @@ impl State {
         };
         match self.mode {
             Mode::Json => JsonEvent::Log {
-                drv: Abs(drv),
+                drv,
                 line: String::from_utf8_lossy(line),
             }
             .write_to(perm),

@@ -3,49 +3,49 @@
 //!
 //! Owns: the field names and their order (`action` first, then the fields in the order
 //! declared here; [`super::LogFormat::Json`] documents them). Store paths are written
-//! absolute. Must not: decide which events are written (that is `progress.rs`'s).
+//! absolute (`StorePath`'s own serialisation). Must not: decide which events are written
+//! (that is `progress.rs`'s).
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use rocmx_store::StorePath;
-use serde::ser::{Serialize, Serializer};
 
 /// One line of `--log-format json`; the variant's name, in lowercase, is `action`.
 #[derive(serde::Serialize)]
 #[serde(tag = "action", rename_all = "lowercase")]
 pub(super) enum JsonEvent<'a> {
     Planned {
-        drvs: Vec<Abs<'a>>,
+        drvs: Vec<&'a StorePath>,
     },
     Cached {
-        drv: Abs<'a>,
-        outputs: Outputs<'a>,
+        drv: &'a StorePath,
+        outputs: &'a BTreeMap<String, StorePath>,
     },
     Waiting {
-        drv: Abs<'a>,
+        drv: &'a StorePath,
         name: &'a str,
     },
     Start {
-        drv: Abs<'a>,
+        drv: &'a StorePath,
         name: &'a str,
     },
     Phase {
-        drv: Abs<'a>,
+        drv: &'a StorePath,
         phase: &'a str,
     },
     /// One complete log line, lossy UTF-8.
     Log {
-        drv: Abs<'a>,
+        drv: &'a StorePath,
         line: Cow<'a, str>,
     },
     Built {
-        drv: Abs<'a>,
-        outputs: Outputs<'a>,
+        drv: &'a StorePath,
+        outputs: &'a BTreeMap<String, StorePath>,
         duration_ms: u128,
     },
     Failed {
-        drv: Abs<'a>,
+        drv: &'a StorePath,
         message: &'a str,
     },
     Fetching {
@@ -54,13 +54,13 @@ pub(super) enum JsonEvent<'a> {
         unpacked: u64,
     },
     Fetched {
-        path: Abs<'a>,
+        path: &'a StorePath,
         source: &'a str,
         bytes: u64,
     },
     Skipped {
-        drv: Abs<'a>,
-        because: Abs<'a>,
+        drv: &'a StorePath,
+        because: &'a StorePath,
     },
 }
 
@@ -70,24 +70,6 @@ impl JsonEvent<'_> {
         // Writing into a Vec fails only if serialising does, which these types cannot.
         let _ = serde_json::to_writer(&mut *out, self);
         out.push(b'\n');
-    }
-}
-
-/// A store path, written absolute (`/rocmx/store/…`).
-pub(super) struct Abs<'a>(pub(super) &'a StorePath);
-
-impl Serialize for Abs<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.0.to_absolute())
-    }
-}
-
-/// Outputs as an object of absolute store paths, in name order.
-pub(super) struct Outputs<'a>(pub(super) &'a BTreeMap<String, StorePath>);
-
-impl Serialize for Outputs<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_map(self.0.iter().map(|(name, path)| (name, Abs(path))))
     }
 }
 
@@ -116,7 +98,7 @@ mod tests {
         );
         assert_eq!(
             line(&JsonEvent::Fetched {
-                path: Abs(&p),
+                path: &p,
                 source: "file:///c",
                 bytes: 3,
             }),
@@ -128,8 +110,8 @@ mod tests {
         ]);
         assert_eq!(
             line(&JsonEvent::Built {
-                drv: Abs(&p),
-                outputs: Outputs(&outs),
+                drv: &p,
+                outputs: &outs,
                 duration_ms: 5,
             }),
             format!(
@@ -138,7 +120,7 @@ mod tests {
         );
         assert_eq!(
             line(&JsonEvent::Failed {
-                drv: Abs(&p),
+                drv: &p,
                 message: "a \"b\"\n\u{1b}[0m",
             }),
             format!(

@@ -175,18 +175,7 @@ impl LocalStore {
     ) -> Result<BTreeSet<StorePath>, StoreError> {
         let mut todo: Vec<StorePath> = self.find_roots(clean)?.into_values().collect();
         todo.extend(self.temp_roots.others()?.into_iter().map(|(p, _)| p));
-        let mut live = BTreeSet::new();
-        while let Some(p) = todo.pop() {
-            if !valid.contains(&p) || !live.insert(p.clone()) {
-                continue;
-            }
-            for edges in [refs, keep] {
-                if let Some(rs) = edges.get(&p) {
-                    todo.extend(rs.iter().filter(|r| !live.contains(*r)).cloned());
-                }
-            }
-        }
-        Ok(live)
+        Ok(reachable(todo, valid, refs, keep))
     }
 
     /// The edges besides references that keep paths alive: path → its deriver when
@@ -388,7 +377,9 @@ impl LocalStore {
         // path outside `paths` through a keep edge (path → deriver, derivation → output).
         let keep = self.keep_edges(keep_derivations, keep_outputs)?;
         if !keep.is_empty() {
-            let live = self.live_set(false, &valid, &refs, &keep)?;
+            // From the roots and temporary roots read above, not read again.
+            let todo = roots.values().chain(temp.iter().map(|(p, _)| p));
+            let live = reachable(todo.cloned().collect(), &valid, &refs, &keep);
             for p in &set {
                 if !live.contains(p) {
                     continue;
@@ -423,6 +414,27 @@ impl LocalStore {
         }
         Ok(freed)
     }
+}
+
+/// The valid paths reachable from `todo` through references and keep edges.
+fn reachable(
+    mut todo: Vec<StorePath>,
+    valid: &BTreeSet<StorePath>,
+    refs: &RefGraph,
+    keep: &RefGraph,
+) -> BTreeSet<StorePath> {
+    let mut live = BTreeSet::new();
+    while let Some(p) = todo.pop() {
+        if !valid.contains(&p) || !live.insert(p.clone()) {
+            continue;
+        }
+        for edges in [refs, keep] {
+            if let Some(rs) = edges.get(&p) {
+                todo.extend(rs.iter().filter(|r| !live.contains(*r)).cloned());
+            }
+        }
+    }
+    live
 }
 
 /// Orders `dead` so that every path comes after all its referrers in `dead`: batches of

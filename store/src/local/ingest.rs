@@ -3,10 +3,11 @@
 //! Owns: [`scan`], which walks a tree once in NAR order, emits its NAR through the NAR
 //! module's token emitter into a [`HashPipe`] (BLAKE3 on another thread, file contents
 //! read straight into its buffers; the archive is never built) and records every entry
-//! with the metadata it had when read; and [`materialise`], which recreates that recorded tree in normalised form
-//! (see [`super::fsutil`]), copying file contents with `copy_file_range` and checking each
-//! source file's size, inode and change time against the scan, so that the copy is
-//! exactly what was hashed or the add fails with [`StoreError::SourceChanged`].
+//! with the metadata it had when read; and [`materialise`], which recreates that
+//! recorded tree in normalised form (see [`super::fsutil`]), copying file contents with
+//! `copy_file_range` and checking each source file's size, inode and change time against
+//! the scan, so that the copy is exactly what was hashed or the add fails with
+//! [`StoreError::SourceChanged`].
 //!
 //! Must not: follow symlinks, write anywhere but the destination, read a file twice
 //! in one pass, recurse natively, or accept a tree deeper than
