@@ -437,9 +437,14 @@ fn exit_code(p: &mut dyn Pty) -> i32 {
 /// printed) when neither gives one.
 fn terminal(f: &Work, state: &Path, args: &str) -> Option<Box<dyn Pty>> {
     let cmdline = format!("'{BIN}' --store '{}' repl {args}", f.path("root").display());
-    let cmdline = format!("cd '{}' && {cmdline}", f.path("work").display());
+    // `exec`: the repl must be the terminal's foreground process itself. A shell left
+    // waiting in between gets the same Ctrl-C, and dash (CI's /bin/sh) then dies of
+    // it after the repl has handled it and exited 0.
+    let cmdline = format!("cd '{}' && exec {cmdline}", f.path("work").display());
     let config = f.path("config");
-    let env: [(&str, &Path); 3] = [
+    let env: [(&str, &Path); 4] = [
+        // script(1) runs the command line with $SHELL: the same shell everywhere.
+        ("SHELL", Path::new("/bin/sh")),
         ("ROCMX_CONFIG", Path::new("")),
         ("XDG_CONFIG_HOME", &config),
         ("XDG_STATE_HOME", state),
