@@ -37,6 +37,9 @@
 //! access-tokens = cache.example.org:8080=TOKEN    # push to rocmx serve --writable
 //! require-sigs-count = 2      # trusted keys that must agree on a floating output (default 1)
 //!
+//! builders = slurm://debug?cpus=4&mem=8G   # hand builds to Slurm (see `slurm::spec`)
+//! builder-cache = file:///shared/rocmx-cache # what the submitter and the jobs exchange through
+//!
 //! keep-derivations = true     # gc keeps the .drv of every live path (default true)
 //! keep-outputs = false        # gc keeps the outputs of every live .drv (default false)
 //!
@@ -61,7 +64,7 @@ use rocmx_builder::fetchurl::{strip_comment, Mirrors};
 use rocmx_builder::realise::BuildOptions;
 
 /// The settings of the `NAME = VALUE` form (all but `mirror.NAME`).
-pub const SETTINGS: [&str; 19] = [
+pub const SETTINGS: [&str; 21] = [
     "substituters",
     "trusted-public-keys",
     "secret-key-files",
@@ -81,6 +84,8 @@ pub const SETTINGS: [&str; 19] = [
     "restrict-eval",
     "allow-import-from-derivation",
     "max-call-depth",
+    "builders",
+    "builder-cache",
 ];
 
 /// The configuration files that apply, in the order they are read.
@@ -313,7 +318,11 @@ fn apply_setting(opts: &mut BuildOptions, name: &str, value: &str) -> Result<(),
     let size_or_none = |v: &str| parse_size(v).map(|n| (n > 0).then_some(n));
     match name {
         // Cache settings: read by the commands that use them ([`Config::value`]).
-        "substituters" | "trusted-public-keys" | "secret-key-files" => {}
+        "substituters" | "trusted-public-keys" | "secret-key-files" | "builder-cache" => {}
+        // Read by `rocmx build` (`crate::slurm::executor`).
+        "builders" => {
+            crate::slurm::Spec::parse(value)?;
+        }
         "access-tokens" => {
             rocmx_cache::transport::AccessTokens::parse(value)?;
         }

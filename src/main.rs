@@ -26,6 +26,7 @@ mod flake;
 mod gfx;
 mod interrupt;
 mod quorum;
+mod slurm;
 mod substitute;
 mod unpack_debs;
 
@@ -73,6 +74,9 @@ enum Command {
     WhyDepends(cmd::why_depends::WhyDependsArgs),
     /// Evaluate, then build the derivations found and link their outputs (`result`).
     Build(cmd::build::BuildArgs),
+    /// Build one resolved derivation from a binary cache and push the outputs back:
+    /// what the Slurm jobs of `rocmx build --builders slurm` run.
+    BuildRemote(cmd::build_remote::BuildRemoteArgs),
     /// Print the stored build log of a derivation or of an output path.
     Log(cmd::log::LogArgs),
     /// Work with derivations: `show` prints them as JSON.
@@ -131,6 +135,7 @@ fn main() {
                 Command::Hash(args) => cmd::hash::run(args, &store),
                 Command::WhyDepends(args) => cmd::why_depends::run(args, &store),
                 Command::Build(args) => cmd::build::run(args, &store),
+                Command::BuildRemote(args) => cmd::build_remote::run(args, &store),
                 Command::Log(args) => cmd::log::run(args, &store),
                 Command::Derivation(args) => cmd::derivation::run(args, &store),
                 Command::Flake(args) => cmd::flake::run(args, &store),

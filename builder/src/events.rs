@@ -12,7 +12,9 @@
 //! For one run: one [`Event::Planned`], then per derivation either [`Event::Cached`]
 //! (realised without building), or [`Event::Started`], any number of [`Event::Log`]
 //! and [`Event::Phase`], then [`Event::Built`] or [`Event::Failed`]; or
-//! [`Event::Skipped`] when an input failed. Fetching from a substituter is one
+//! [`Event::Skipped`] when an input failed. A build handed to an executor
+//! ([`crate::executor`]) has [`Event::Remote`]s between its [`Event::Started`] and its
+//! end, one per change of its remote state. Fetching from a substituter is one
 //! [`Event::Fetching`], then [`Event::Downloaded`] and one [`Event::Fetched`] per path
 //! (concurrent paths interleave), then [`Event::Cached`] for each derivation they
 //! realise; it happens after [`Event::Planned`] and before the first
@@ -68,6 +70,17 @@ pub enum Event {
         drv: StorePath,
         /// Its `name`.
         name: String,
+    },
+    /// A build handed to an executor ([`crate::executor`]) changed state.
+    Remote {
+        /// The derivation.
+        drv: StorePath,
+        /// The executor, e.g. `slurm:debug`.
+        executor: String,
+        /// The remote job's id (a Slurm job id).
+        job: String,
+        /// Where it stands.
+        state: RemoteState,
     },
     /// A chunk of a build's log (stdout and stderr merged), as it came.
     Log {
@@ -137,6 +150,32 @@ pub enum Event {
     },
 }
 
+/// Where a build handed to an executor stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RemoteState {
+    /// Submitted, waiting for a node.
+    Queued,
+    /// Running on a node.
+    Running,
+    /// The job was lost (a node failed) and has been submitted again.
+    Resubmitted,
+    /// The build finished; its outputs are being fetched.
+    Fetching,
+}
+
+impl RemoteState {
+    /// The state's name in messages and JSON: `queued`, `running`, `resubmitted`,
+    /// `fetching`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RemoteState::Queued => "queued",
+            RemoteState::Running => "running",
+            RemoteState::Resubmitted => "resubmitted",
+            RemoteState::Fetching => "fetching",
+        }
+    }
+}
+
 impl Event {
     /// The derivation the event is about (none for [`Event::Planned`] and fetches).
     pub fn drv(&self) -> Option<&StorePath> {
@@ -148,6 +187,7 @@ impl Event {
             Event::Cached { drv, .. }
             | Event::WaitingForLock { drv, .. }
             | Event::Started { drv, .. }
+            | Event::Remote { drv, .. }
             | Event::Log { drv, .. }
             | Event::Phase { drv, .. }
             | Event::Built { drv, .. }

@@ -4,7 +4,8 @@
 //! rootless sandbox (user/mount/pid/uts/ipc/net namespaces, `pivot_root`, [`sandbox`]),
 //! the built-in builders (`builtin:fetchurl`, [`fetchurl`]), output normalisation and
 //! reference scanning ([`output`]), `--check` comparison ([`check`]), the events a run
-//! reports ([`events`]), and build logs. Substitution from binary caches comes later.
+//! reports ([`events`]), build logs, and the interfaces through which the binary plugs in
+//! binary caches ([`realise::Substituter`]) and remote executors ([`executor::Executor`]).
 //!
 //! It depends only on `rocmx-store`. It must not evaluate expressions (that is
 //! `rocmx-lang`'s job) nor parse command lines (that is the binary's job).
@@ -19,6 +20,7 @@ pub mod sandbox;
 pub mod builtins;
 pub mod check;
 pub mod events;
+pub mod executor;
 pub mod fetchurl;
 pub mod ids;
 mod ofd;

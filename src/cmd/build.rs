@@ -130,6 +130,16 @@ pub struct BuildArgs {
     /// list the differing files when they differ.
     #[arg(long)]
     check: bool,
+    /// Hand builds to a Slurm cluster: `slurm`, `slurm:PARTITION` or
+    /// `slurm://PARTITION?cpus=N&mem=SIZE&time=MINUTES&slots=N&logs=DIR&store=DIR`
+    /// (replaces the `builders` setting; '' builds here). Needs --builder-cache.
+    #[arg(long, value_name = "SPEC")]
+    builders: Option<String>,
+    /// The binary cache the submitter and the Slurm jobs exchange derivations and
+    /// outputs through (file:///SHARED/DIR, or `rocmx serve --writable`; replaces the
+    /// `builder-cache` setting). It is also asked as a substituter.
+    #[arg(long = "builder-cache", value_name = "URL")]
+    builder_cache: Option<String>,
     /// How progress is shown on standard error: a live display on a terminal (`bar`,
     /// the default; plain lines without a terminal), `plain` lines, or `json` events.
     #[arg(long = "log-format", value_name = "FORMAT", default_value = "bar")]
@@ -471,7 +481,7 @@ pub(crate) fn configured_options() -> Result<(BuildOptions, crate::config::Confi
     Ok((opts, cfg))
 }
 
-fn options(args: &BuildArgs) -> Result<BuildOptions, Fail> {
+fn options(args: &BuildArgs, store: &LocalStore) -> Result<BuildOptions, Fail> {
     if args.max_jobs == 0 {
         return Err(Fail::Msg(
             "--max-jobs 0 would build nothing; give at least 1".into(),
@@ -493,12 +503,29 @@ fn options(args: &BuildArgs) -> Result<BuildOptions, Fail> {
     opts.keep_failed = args.keep_failed;
     opts.rebuild = args.rebuild;
     opts.check = args.check;
+    let builder_cache = args.builder_cache.as_deref().or(cfg.value("builder-cache"));
+    let executor = crate::slurm::executor(
+        args.builders.as_deref().or(cfg.value("builders")),
+        builder_cache,
+        &cfg,
+        store.state_dir(),
+    )
+    .map_err(Fail::Msg)?;
     if !args.offline {
-        let urls = args
+        let mut urls = args
             .substituters
             .as_deref()
             .or(cfg.value("substituters"))
-            .unwrap_or("");
+            .unwrap_or("")
+            .to_string();
+        // What the jobs pushed is found there before anything is submitted (Nix's
+        // builders-use-substitutes).
+        if let Some(e) = &executor {
+            if !urls.split_whitespace().any(|u| u == e.cache_url()) {
+                urls = format!("{urls} {}", e.cache_url());
+            }
+        }
+        let urls = urls.as_str();
         let caches = crate::substitute::Caches::new(
             urls,
             cfg.value("trusted-public-keys").unwrap_or(""),
@@ -513,6 +540,9 @@ fn options(args: &BuildArgs) -> Result<BuildOptions, Fail> {
         if !caches.is_empty() {
             opts.substituter = Some(std::sync::Arc::new(caches));
         }
+    }
+    if let Some(e) = executor {
+        opts.executor = Some(e);
     }
     Ok(opts)
 }
@@ -538,7 +568,7 @@ fn build(
     params: Option<&serde_json::Value>,
 ) -> Result<i32, Fail> {
     let progress = Arc::new(Progress::stderr(args.log_format, args.print_build_logs));
-    let mut realiser = Realiser::new(store, options(args)?).with_events(progress.clone());
+    let mut realiser = Realiser::new(store, options(args, store)?).with_events(progress.clone());
     let goals: Vec<StorePath> = targets.iter().map(|t| t.drv.clone()).collect();
     let results = realiser.realise_all(&goals);
     progress.finish();
@@ -674,7 +704,7 @@ pub(crate) fn build_value(
         .try_get_matches_from(["build"])
         .and_then(|m| <BuildArgs as clap::FromArgMatches>::from_arg_matches(&m))
         .map_err(|e| eval_err(e.to_string()))?;
-    let opts = match options(&args) {
+    let opts = match options(&args, store) {
         Ok(o) => o,
         Err(Fail::Msg(m)) => return Ok(Err(m)),
         Err(_) => return Ok(Err("the build options are invalid".into())),

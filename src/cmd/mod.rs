@@ -5,6 +5,7 @@
 //! realisation, for `challenge`, `verify` and `repl`'s `:b`).
 
 pub mod build;
+pub mod build_remote;
 pub mod challenge;
 pub(crate) mod common;
 pub mod copy;

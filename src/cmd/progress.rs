@@ -73,11 +73,13 @@ pub enum LogFormat {
     Bar,
     /// One line per event, no escape codes: `waiting for lock on '/rocmx/store/…-x.drv'...`
     /// (another process is building it), `building '/rocmx/store/…-x.drv'...`,
-    /// `built x (1.2s)`, failure messages, `skipped …`; with `-L`, `x> ` and a log line.
+    /// `built x (1.2s)`, failure messages, `skipped …`, `x: queued on slurm:debug (job
+    /// 12)` for a build handed to an executor; with `-L`, `x> ` and a log line.
     Plain,
     /// One JSON object per line: `planned` (`drvs`), `waiting` (`drv`, `name`: another
     /// process holds its build lock), `start` (`drv`, `name`), `phase`
-    /// (`drv`, `phase`), `log` (`drv`, `line`: one complete line, lossy UTF-8, always,
+    /// (`drv`, `phase`), `remote` (`drv`, `executor`, `job`, `state`: `queued`,
+    /// `running`, `resubmitted`, `fetching`), `log` (`drv`, `line`: one complete line, lossy UTF-8, always,
     /// whatever `-L` says), `built` (`drv`, `outputs`, `duration_ms`), `cached` (`drv`,
     /// `outputs`), `failed` (`drv`, `message`), `skipped` (`drv`, `because`). Each has
     /// `action` first; store paths are absolute.
@@ -489,6 +491,32 @@ impl State {
                         let _ = writeln!(perm, "building '{}'...", drv.to_absolute());
                     }
                     Mode::Json => JsonEvent::Start { drv, name }.write_to(&mut perm),
+                    Mode::Live => {}
+                }
+            }
+            Event::Remote {
+                drv,
+                executor,
+                job,
+                state,
+            } => {
+                // The live display shows the remote state where a phase would be.
+                let state = state.as_str();
+                if let Some(r) = self.running.iter_mut().find(|r| &r.drv == drv) {
+                    r.phase = Some(format!("{state} on {executor}, job {job}"));
+                }
+                match self.mode {
+                    Mode::Plain => {
+                        let name = self.name_of(drv);
+                        let _ = writeln!(perm, "{name}: {state} on {executor} (job {job})");
+                    }
+                    Mode::Json => JsonEvent::Remote {
+                        drv,
+                        executor,
+                        job,
+                        state,
+                    }
+                    .write_to(&mut perm),
                     Mode::Live => {}
                 }
             }

@@ -3,6 +3,7 @@
 
 pub mod fixture;
 pub mod http;
+pub mod slurm;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;

@@ -26,6 +26,15 @@ pub enum BuildError {
         /// The last lines of its log.
         log_tail: String,
     },
+    /// A build handed to an executor ([`crate::executor`]) failed there, or could not
+    /// be handed over or its outputs brought back.
+    #[error("builder for '{drv}' failed on {}{}: {}{}", .remote.executor, job_part(&.remote.job), .remote.status, tail_message(&.remote.log_tail))]
+    Remote {
+        /// The derivation.
+        drv: StorePath,
+        /// What happened there (boxed: it is rare and large).
+        remote: Box<RemoteFailed>,
+    },
     /// An input derivation failed earlier in this run.
     #[error("cannot build '{drv}': its dependency '{dep}' failed")]
     DependencyFailed {
@@ -140,7 +149,9 @@ impl BuildError {
     ///
     /// No bits: a failure that only refers to another one (`DependencyFailed`,
     /// `AlreadyFailed`, `Stopped`, which carries its own bits), a cache that failed
-    /// to deliver (`Substitution`, Nix's transient failure), `--check` of
+    /// to deliver (`Substitution`, Nix's transient failure) or an executor that could
+    /// not dispatch a build or bring it back (`Remote` without `builder_failed`; a
+    /// remote builder that failed has the bits of a local one), `--check` of
     /// something never built (`NotRealised`, a usage error), a derivation
     /// refused before anything ran (`BadDerivation`: malformed, for another
     /// system, a cycle) and a store or file operation of the realiser's own
@@ -155,6 +166,12 @@ impl BuildError {
             BuildError::Failed { status, .. } if timed_out(status) => FAILED | TIMED_OUT,
             BuildError::HashMismatch { .. } => FAILED | HASH_MISMATCH,
             BuildError::CheckMismatch { .. } => CHECK_MISMATCH,
+            BuildError::Remote { remote, .. }
+                if remote.builder_failed && timed_out(&remote.status) =>
+            {
+                FAILED | TIMED_OUT
+            }
+            BuildError::Remote { remote, .. } if remote.builder_failed => FAILED,
             BuildError::Failed { .. }
             | BuildError::IllegalReferences { .. }
             | BuildError::Output { .. }
@@ -163,6 +180,7 @@ impl BuildError {
             | BuildError::AlreadyFailed { .. }
             | BuildError::Stopped { .. }
             | BuildError::Substitution { .. }
+            | BuildError::Remote { .. }
             | BuildError::NotRealised { .. }
             | BuildError::BadDerivation { .. }
             | BuildError::Store(_)
@@ -200,6 +218,29 @@ pub struct CheckDifference {
     pub differences: Vec<String>,
     /// Where the rebuilt output was kept (`--keep-failed`).
     pub kept: Option<PathBuf>,
+}
+
+/// How a build handed to an executor failed ([`BuildError::Remote`]).
+#[derive(Debug)]
+pub struct RemoteFailed {
+    /// The executor, e.g. `slurm:debug`.
+    pub executor: String,
+    /// The remote job's id, when it got one.
+    pub job: Option<String>,
+    /// What happened.
+    pub status: String,
+    /// The last lines of its log.
+    pub log_tail: String,
+    /// Whether the builder ran and failed (a build failure), as opposed to a failure
+    /// to dispatch the build or to bring its outputs back.
+    pub builder_failed: bool,
+}
+
+fn job_part(job: &Option<String>) -> String {
+    match job {
+        Some(id) => format!(" (job {id})"),
+        None => String::new(),
+    }
 }
 
 fn tail_message(tail: &str) -> String {

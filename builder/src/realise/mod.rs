@@ -65,10 +65,11 @@ mod job;
 mod lock;
 mod log;
 mod plan;
+mod remote;
 mod substitute;
 
 use error::io_err;
-pub use error::{BuildError, CheckDifference};
+pub use error::{BuildError, CheckDifference, RemoteFailed};
 
 pub use log::log_path;
 pub use plan::valid_fixed_outputs;
@@ -114,6 +115,11 @@ pub struct BuildOptions {
     /// Where outputs can be fetched from instead of built (binary caches), asked after
     /// the local realisations and before building; none by default.
     pub substituter: Option<Arc<dyn Substituter>>,
+    /// Where builds run when not here ([`crate::executor`]): a build the executor
+    /// [`takes`](crate::executor::Executor::takes) is handed to it (not under `check`);
+    /// up to its [`slots`](crate::executor::Executor::slots) run at once, beside
+    /// `max_jobs` local ones. None: every build runs in this machine's sandbox.
+    pub executor: Option<Arc<dyn crate::executor::Executor>>,
     /// The sandbox's variable parts ([`crate::sandbox::Variant::default`]: the
     /// documented environment); `rocmx verify` varies them (with `check`).
     pub variant: crate::sandbox::Variant,
@@ -152,6 +158,7 @@ impl Default for BuildOptions {
             build_ids: crate::ids::IdRange::of_host(),
             builtins: crate::builtins::Builtins::default(),
             substituter: None,
+            executor: None,
             variant: crate::sandbox::Variant::default(),
         }
     }
@@ -383,8 +390,12 @@ impl<'a> Realiser<'a> {
         let mut queue: VecDeque<(NodeIndex, Box<job::Job>)> = VecDeque::new();
         // Queued builds whose lock another process holds.
         let mut contended: lock::Contended<(NodeIndex, Box<job::Job>)> = Default::default();
+        // Builds in flight here and through the executor.
         let mut running = 0usize;
+        let mut running_remote = 0usize;
         let max_jobs = self.opts.max_jobs.max(1);
+        let executor = self.opts.executor.clone();
+        let slots = executor.as_ref().map_or(0, |e| e.slots().max(1));
         let store = self.store;
         let opts = self.opts.clone();
         let events = self.events.clone();
@@ -392,6 +403,7 @@ impl<'a> Realiser<'a> {
         type Done = (
             NodeIndex,
             Instant,
+            bool,
             Result<BTreeMap<String, StorePath>, BuildError>,
         );
         let (tx, rx) = mpsc::channel::<Done>();
@@ -421,7 +433,7 @@ impl<'a> Realiser<'a> {
                 let stopping = first_failure.is_some() && !opts.keep_going;
                 // Start builds while there is room, each holding its build lock; those
                 // whose lock was held first, once it is free.
-                while !stopping && running < max_jobs {
+                while !stopping && (running < max_jobs || running_remote < slots) {
                     let next = contended.next(
                         store.state_dir(),
                         &mut queue,
@@ -462,6 +474,20 @@ impl<'a> Realiser<'a> {
                             continue;
                         }
                     }
+                    // Here or through the executor; in order: a build whose side is
+                    // full waits at the head of the queue for a slot there.
+                    let remote = executor
+                        .clone()
+                        .filter(|e| job.check.is_none() && e.takes(&job.resolved));
+                    let full = match remote {
+                        Some(_) => running_remote >= slots,
+                        None => running >= max_jobs,
+                    };
+                    if full {
+                        drop(lock);
+                        queue.push_front((n, job));
+                        break;
+                    }
                     self.events.event(&Event::Started {
                         drv: job.drv.clone(),
                         name: job.name.clone(),
@@ -473,18 +499,30 @@ impl<'a> Realiser<'a> {
                         events: events.clone(),
                         pool: &pool,
                     };
-                    running += 1;
+                    let is_remote = remote.is_some();
+                    if is_remote {
+                        running_remote += 1;
+                    } else {
+                        running += 1;
+                    }
                     let spawned = std::thread::Builder::new()
                         .name(format!("build {}", job.name))
                         .spawn_scoped(scope, move || {
                             let start = Instant::now();
-                            let r = job::run(&ctx, *job);
+                            let r = match remote {
+                                Some(exec) => remote::run(&ctx, exec.as_ref(), *job),
+                                None => job::run(&ctx, *job),
+                            };
                             // Held until the realisation is recorded (or the build failed).
                             drop(lock);
-                            let _ = tx.send((n, start, r));
+                            let _ = tx.send((n, start, is_remote, r));
                         });
                     if let Err(e) = spawned {
-                        running -= 1;
+                        if is_remote {
+                            running_remote -= 1;
+                        } else {
+                            running -= 1;
+                        }
                         first_failure.get_or_insert(graph[n].drv.clone());
                         self.fail(
                             graph,
@@ -497,7 +535,7 @@ impl<'a> Realiser<'a> {
                         );
                     }
                 }
-                if running == 0 {
+                if running + running_remote == 0 {
                     let stopping = first_failure.is_some() && !opts.keep_going;
                     if stopping {
                         contended.clear();
@@ -516,12 +554,16 @@ impl<'a> Realiser<'a> {
                 } else {
                     rx.recv_timeout(LOCK_POLL)
                 };
-                let (n, start, r) = match received {
+                let (n, start, was_remote, r) = match received {
                     Ok(x) => x,
                     Err(mpsc::RecvTimeoutError::Timeout) => continue,
                     Err(mpsc::RecvTimeoutError::Disconnected) => break,
                 };
-                running -= 1;
+                if was_remote {
+                    running_remote -= 1;
+                } else {
+                    running -= 1;
+                }
                 let drv = graph[n].drv.clone();
                 match r {
                     Ok(outputs) => {

@@ -43,6 +43,24 @@ fn fixed_downloads(store: &LocalStore, build: &[StorePath]) -> Vec<FixedDownload
         .collect()
 }
 
+/// A derivation to build, in `--dry-run --json`: its path, or with an executor that
+/// takes it, `{"drvPath": …, "on": "slurm:debug", "how": "1 core, 60 min"}`.
+fn remote_json(
+    store: &LocalStore,
+    executor: Option<&dyn rocmx_builder::executor::Executor>,
+    d: &StorePath,
+) -> serde_json::Value {
+    let remote = executor.and_then(|e| {
+        let drv = read_drv(store, d).ok()?;
+        e.takes(&drv)
+            .then(|| (e.name().to_string(), e.describe(&drv)))
+    });
+    match remote {
+        Some((on, how)) => serde_json::json!({ "drvPath": d.to_absolute(), "on": on, "how": how }),
+        None => d.to_absolute().into(),
+    }
+}
+
 /// `--dry-run`: what the build would do, decided as the realiser decides (see
 /// [`Realiser::outlook`]): dependencies first, early cutoff and the substituters
 /// included, nothing built or fetched.
@@ -52,7 +70,9 @@ pub(super) fn dry_run(
     args: &BuildArgs,
     params: Option<&serde_json::Value>,
 ) -> Result<(), Fail> {
-    let mut realiser = Realiser::new(store, options(args)?);
+    let opts = options(args, store)?;
+    let executor = opts.executor.clone();
+    let mut realiser = Realiser::new(store, opts);
     let goals: Vec<StorePath> = targets.iter().map(|t| t.drv.clone()).collect();
     let p = realiser
         .outlook(&goals)
@@ -87,7 +107,12 @@ pub(super) fn dry_run(
         let _ = writeln!(
             out,
             "{{\"build\":{},\"downloads\":{},\"fetch\":{},\"substitute\":{},\"valid\":{}{}}}",
-            abs(&p.build),
+            serde_json::Value::from(
+                p.build
+                    .iter()
+                    .map(|d| remote_json(store, executor.as_deref(), d))
+                    .collect::<Vec<_>>()
+            ),
             serde_json::Value::from(downloads),
             serde_json::Value::from(fetch),
             abs(&p.fetch),
@@ -115,7 +140,15 @@ pub(super) fn dry_run(
             } else {
                 ""
             };
-            let _ = writeln!(out, "  {d}{note}");
+            // Where it would build, when an executor takes it: `(on slurm:debug: 1 core)`.
+            let place = executor
+                .as_ref()
+                .and_then(|e| {
+                    let drv = read_drv(store, d).ok()?;
+                    e.takes(&drv).then(|| format!(" ({})", e.describe(&drv)))
+                })
+                .unwrap_or_default();
+            let _ = writeln!(out, "  {d}{place}{note}");
         }
     }
     if !downloads.is_empty() {

@@ -34,6 +34,14 @@ pub(super) enum JsonEvent<'a> {
         drv: &'a StorePath,
         phase: &'a str,
     },
+    /// A build handed to an executor changed state (`queued`, `running`,
+    /// `resubmitted`, `fetching`), with the remote job's id.
+    Remote {
+        drv: &'a StorePath,
+        executor: &'a str,
+        job: &'a str,
+        state: &'a str,
+    },
     /// One complete log line, lossy UTF-8.
     Log {
         drv: &'a StorePath,
