@@ -57,7 +57,8 @@ fn a_batch_job_runs_and_writes_its_output() {
 #[test]
 fn a_child_of_a_failing_parent_is_cancelled() {
     let Some(c) = Cluster::start() else { return };
-    let parent = c.sbatch(&["--output=/dev/null", "--wrap", "exit 3"]);
+    // Held until the child is queued, so the child is seen waiting on it.
+    let parent = c.sbatch(&["--hold", "--output=/dev/null", "--wrap", "exit 3"]);
     let dependency = format!("--dependency=afterok:{parent}");
     let child = c.sbatch(&[
         &dependency,
@@ -67,16 +68,40 @@ fn a_child_of_a_failing_parent_is_cancelled() {
         "true",
     ]);
     assert_eq!(c.job_field(child, "Reason").as_deref(), Some("Dependency"));
+    let o = c
+        .command("scontrol")
+        .args(["release", &parent.to_string()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::err(&o));
     let t = Instant::now();
     assert_eq!(c.wait_job(parent, JOB), "FAILED");
     assert_eq!(c.job_field(parent, "ExitCode").as_deref(), Some("3:0"));
     assert_eq!(c.wait_job(child, JOB), "CANCELLED");
     eprintln!(
-        "the child was cancelled {:?} after its parent's submission",
+        "the child was cancelled {:?} after its parent's release",
         t.elapsed()
     );
     assert_eq!(
         c.job_field(child, "Reason").as_deref(),
+        Some("DependencyNeverSatisfied")
+    );
+    // A child submitted once its parent has failed is accepted, and cancelled too.
+    let late = c.sbatch(&[
+        &dependency,
+        "--kill-on-invalid-dep=yes",
+        "--output=/dev/null",
+        "--wrap",
+        "true",
+    ]);
+    let t = Instant::now();
+    assert_eq!(c.wait_job(late, JOB), "CANCELLED");
+    eprintln!(
+        "a late child was cancelled {:?} after its submission",
+        t.elapsed()
+    );
+    assert_eq!(
+        c.job_field(late, "Reason").as_deref(),
         Some("DependencyNeverSatisfied")
     );
 }
