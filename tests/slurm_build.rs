@@ -538,3 +538,97 @@ fn a_job_lost_with_its_node_is_submitted_again() {
         s.cluster.job_state(first)
     );
 }
+
+/// `rocmx serve --writable` as the builder cache: the jobs push over HTTP with the
+/// token from `access-tokens`, which the submitter's config carries to them.
+#[test]
+fn a_writable_rocmx_serve_is_a_builder_cache() {
+    let Some(s) = Setup::new() else { return };
+    s.w.write("graph.nix", GRAPH);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let token = "c2x1cm0tYnVpbGRlci1jYWNoZS10b2tlbg==";
+    s.w.write("token", &format!("{token}\n"));
+    let conf = fs::read_to_string(s.w.path("rocmx.conf")).unwrap();
+    let pk = conf
+        .lines()
+        .find_map(|l| l.strip_prefix("trusted-public-keys = "))
+        .unwrap()
+        .to_string();
+    s.w.write(
+        "rocmx.conf",
+        &format!("{conf}access-tokens = 127.0.0.1:{port}={token}\n"),
+    );
+    fs::create_dir_all(s.w.path("served")).unwrap();
+    let log = fs::File::create(s.w.path("serve.log")).unwrap();
+    let token_file = s.w.path("token");
+    let mut server = Command::new(s.w.path("rocmx"))
+        .env_remove("ROCMX_STORE")
+        .env("ROCMX_CONFIG", "")
+        .arg("--store")
+        .arg(s.w.path("served"))
+        .args([
+            "serve",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--writable",
+        ])
+        .arg("--token-file")
+        .arg(&token_file)
+        .args(["--option", "trusted-public-keys", &pk])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "rocmx serve did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let nix = s.w.path("graph.nix");
+    let b = s.builders();
+    let url = format!("http://127.0.0.1:{port}");
+    let o = s.rocmx(
+        &s.w.path("sub"),
+        &[
+            "build",
+            "-f",
+            nix.to_str().unwrap(),
+            "-A",
+            "top",
+            "--no-link",
+            "--json",
+            "--builders",
+            &b,
+            "--builder-cache",
+            &url,
+        ],
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+    let served = fs::read_to_string(s.w.path("serve.log")).unwrap_or_default();
+    assert!(o.status.success(), "{}\nserver: {served}", err(&o));
+    let local = s.rocmx(
+        &s.w.path("local"),
+        &[
+            "build",
+            "-f",
+            nix.to_str().unwrap(),
+            "-A",
+            "top",
+            "--no-link",
+            "--json",
+        ],
+    );
+    assert!(local.status.success(), "{}", err(&local));
+    assert_eq!(outputs(&o), outputs(&local));
+    // The jobs pushed there: PUTs in the server's log.
+    assert!(served.contains("PUT"), "{served}");
+}
