@@ -52,9 +52,43 @@ pub const fn encoded_len(bytes: usize) -> usize {
 
 /// Encodes `bytes` in nix32, exactly as Nix's `printHash32` does.
 pub fn encode(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(encoded_len(bytes.len()));
+    encode_into(bytes, &mut out);
+    out
+}
+
+/// Appends the nix32 encoding of `bytes` to `out` (what [`encode`] returns).
+pub fn encode_into(bytes: &[u8], out: &mut String) {
     let len = encoded_len(bytes.len());
-    // Bytes, not chars: every digit is ASCII (and this runs for every store path).
-    let mut out = Vec::with_capacity(len);
+    let mut text = Vec::with_capacity(len);
+    push_digits(bytes, len, &mut text);
+    // Every digit is ASCII.
+    out.push_str(std::str::from_utf8(&text).expect("the nix32 alphabet is ASCII"));
+}
+
+/// The 32 nix32 characters of a 20-byte digest (a store path's hash part), without
+/// allocating.
+pub fn encode20(bytes: &[u8; 20]) -> [u8; 32] {
+    // The digest as one 160-bit little-endian number: digit n (from the end of the
+    // text) is bits 5n..5n+5.
+    let lo = u128::from_le_bytes(bytes[..16].try_into().expect("16 bytes"));
+    let hi = u32::from_le_bytes(bytes[16..].try_into().expect("4 bytes"));
+    let mut out = [0u8; 32];
+    for (n, slot) in out.iter_mut().rev().enumerate() {
+        let b = n * 5;
+        let d = if b + 5 <= 128 {
+            (lo >> b) as u32
+        } else if b >= 128 {
+            hi >> (b - 128)
+        } else {
+            ((lo >> b) as u32) | (hi << (128 - b))
+        };
+        *slot = ALPHABET[(d & 0x1f) as usize];
+    }
+    out
+}
+
+fn push_digits(bytes: &[u8], len: usize, out: &mut Vec<u8>) {
     for n in (0..len).rev() {
         let b = n * 5;
         let i = b / 8;
@@ -63,7 +97,6 @@ pub fn encode(bytes: &[u8]) -> String {
         let hi = bytes.get(i + 1).map_or(0u16, |&x| u16::from(x) << (8 - j));
         out.push(ALPHABET[usize::from(((lo | hi) & 0x1f) as u8)]);
     }
-    String::from_utf8(out).expect("the nix32 alphabet is ASCII")
 }
 
 /// The digit value of a nix32 character, or `None` outside the alphabet.
@@ -132,6 +165,23 @@ pub fn is_nix32_char(c: char) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn encode20_is_encode() {
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..1000 {
+            let mut b = [0u8; 20];
+            for x in b.iter_mut() {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                *x = rng as u8;
+            }
+            assert_eq!(std::str::from_utf8(&encode20(&b)).unwrap(), encode(&b));
+        }
+        assert_eq!(&encode20(&[0xff; 20]), encode(&[0xff; 20]).as_bytes());
+        assert_eq!(&encode20(&[0; 20]), b"00000000000000000000000000000000");
+    }
 
     fn hex(s: &str) -> Vec<u8> {
         data_encoding::HEXLOWER

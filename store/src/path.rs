@@ -244,7 +244,15 @@ impl StorePath {
         name: &str,
     ) -> Result<StorePath, StorePathError> {
         validate_name(name)?;
-        let fp = format!("{FINGERPRINT_TAG}\0placeholder\0{drv_path}\0{output}\0{name}");
+        let mut fp =
+            String::with_capacity(FINGERPRINT_TAG.len() + 80 + output.len() + 2 * name.len());
+        fp.push_str(FINGERPRINT_TAG);
+        fp.push_str("\0placeholder\0");
+        drv_path.push_absolute(&mut fp);
+        fp.push('\0');
+        fp.push_str(output);
+        fp.push('\0');
+        fp.push_str(name);
         Ok(Self::from_fingerprint(&fp, name))
     }
 
@@ -265,7 +273,22 @@ impl StorePath {
 
     /// The hash part: 32 nix32 characters.
     pub fn hash_part(&self) -> String {
-        nixbase32::encode(&self.hash)
+        // Hash parts are ASCII.
+        String::from_utf8(nixbase32::encode20(&self.hash).to_vec()).expect("nix32 is ASCII")
+    }
+
+    /// Appends the absolute path (`/rocmx/store/HASH-NAME`) to `out`: what
+    /// [`StorePath::to_absolute`] gives, without a temporary string (this runs for
+    /// every path of every `.drv` written and hashed).
+    pub fn push_absolute(&self, out: &mut String) {
+        out.reserve(STORE_DIR.len() + 34 + self.name.len());
+        out.push_str(STORE_DIR);
+        out.push('/');
+        out.push_str(
+            std::str::from_utf8(&nixbase32::encode20(&self.hash)).expect("nix32 is ASCII"),
+        );
+        out.push('-');
+        out.push_str(&self.name);
     }
 
     /// The name after the dash.
@@ -280,7 +303,9 @@ impl StorePath {
 
     /// `/rocmx/store/<hash part>-<name>` (same as `to_string()`).
     pub fn to_absolute(&self) -> String {
-        format!("{STORE_DIR}/{}-{}", self.hash_part(), self.name)
+        let mut out = String::new();
+        self.push_absolute(&mut out);
+        out
     }
 
     /// Whether the name ends in `.drv`.
@@ -309,7 +334,13 @@ impl PartialOrd for StorePath {
 
 impl fmt::Display for StorePath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{STORE_DIR}/{}-{}", self.hash_part(), self.name)
+        f.write_str(STORE_DIR)?;
+        f.write_str("/")?;
+        f.write_str(
+            std::str::from_utf8(&nixbase32::encode20(&self.hash)).map_err(|_| fmt::Error)?,
+        )?;
+        f.write_str("-")?;
+        f.write_str(&self.name)
     }
 }
 
@@ -456,29 +487,44 @@ impl ContentAddress {
                 })
             }
         };
-        let content = |h: &Hash| format!("{}:{}", h.algo(), h.to_hex());
-        let refs = |r: &BTreeSet<StorePath>| {
-            let mut s = r.len().to_string();
-            for p in r {
-                s.push('\0');
-                s.push_str(&p.to_absolute());
-            }
-            s
+        // Built in one string: this runs for every `.drv` an evaluation writes.
+        let mut fp = String::with_capacity(256);
+        fp.push_str(FINGERPRINT_TAG);
+        fp.push('\0');
+        fp.push_str(kind);
+        fp.push('\0');
+        let content = |fp: &mut String, h: &Hash| {
+            fp.push_str(h.algo().name());
+            fp.push(':');
+            fp.push_str(&h.to_hex());
         };
-        let body = match self {
+        let refs = |fp: &mut String, r: &BTreeSet<StorePath>| {
+            fp.push_str(&r.len().to_string());
+            for p in r {
+                fp.push('\0');
+                p.push_absolute(fp);
+            }
+        };
+        match self {
             ContentAddress::Text { hash, references } => {
                 blake3_only(hash)?;
-                format!("{}\0{}", content(hash), refs(references))
+                content(&mut fp, hash);
+                fp.push('\0');
+                refs(&mut fp, references);
             }
             ContentAddress::Source {
                 nar_hash,
                 references,
             } => {
                 blake3_only(nar_hash)?;
-                format!("{}\0{}", content(nar_hash), refs(references))
+                content(&mut fp, nar_hash);
+                fp.push('\0');
+                refs(&mut fp, references);
             }
             ContentAddress::Fixed { method, hash } => {
-                format!("{}\0{}", method.name(), content(hash))
+                fp.push_str(method.name());
+                fp.push('\0');
+                content(&mut fp, hash);
             }
             ContentAddress::Output {
                 nar_hash,
@@ -486,11 +532,19 @@ impl ContentAddress {
                 self_reference,
             } => {
                 blake3_only(nar_hash)?;
-                let flag = u8::from(*self_reference);
-                format!("{}\0{}\0self:{flag}", content(nar_hash), refs(references))
+                content(&mut fp, nar_hash);
+                fp.push('\0');
+                refs(&mut fp, references);
+                fp.push_str(if *self_reference {
+                    "\0self:1"
+                } else {
+                    "\0self:0"
+                });
             }
-        };
-        Ok(format!("{FINGERPRINT_TAG}\0{kind}\0{body}\0{name}"))
+        }
+        fp.push('\0');
+        fp.push_str(name);
+        Ok(fp)
     }
 }
 

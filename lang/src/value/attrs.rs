@@ -21,6 +21,23 @@ use crate::eval::ir::Pos;
 /// (`Pos::default()` when made by a builtin), for `unsafeGetAttrPos`.
 pub type Entry = (Sym, Value, Pos);
 
+/// `a == b` for attribute names, deciding most mismatches by length and first byte
+/// before comparing the bytes: names are short, and a call to `memcmp` for each
+/// probe of a lookup cost more than the comparison itself.
+#[inline]
+fn same_name(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.as_bytes().first() == b.as_bytes().first() && a == b
+}
+
+/// `a.cmp(b)` for attribute names, deciding on the first byte when it differs.
+#[inline]
+fn name_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    match (a.as_bytes().first(), b.as_bytes().first()) {
+        (Some(x), Some(y)) if x != y => x.cmp(y),
+        _ => a.cmp(b),
+    }
+}
+
 /// Sets with at most this many entries use the sorted-vector form.
 pub const SMALL_MAX: usize = 32;
 
@@ -93,10 +110,10 @@ impl Attrs {
             Attrs::Small(v) => {
                 if v.len() <= 8 {
                     v.iter()
-                        .find(|(n, _, _)| n.as_str() == k)
+                        .find(|(n, _, _)| same_name(n.as_str(), k))
                         .map(|(_, x, _)| x)
                 } else {
-                    v.binary_search_by(|(n, _, _)| n.as_str().cmp(k))
+                    v.binary_search_by(|(n, _, _)| name_cmp(n.as_str(), k))
                         .ok()
                         .map(|i| &v[i].1)
                 }
