@@ -231,9 +231,10 @@ impl Slurm {
                         }),
                     }),
                 },
-                // Not in the queue: ask for it by id; twice unknown means lost.
-                None => match show(id) {
-                    Some(s)
+                // Not in the queue: ask for it by id; unknown to Slurm twice means
+                // lost (a controller that cannot be asked says nothing).
+                None => match ask(id) {
+                    Ok(Some(s))
                         if Phase::of(&s.state) != Phase::Queued
                             && Phase::of(&s.state) != Phase::Running =>
                     {
@@ -242,8 +243,8 @@ impl Slurm {
                             shown: s,
                         })
                     }
-                    Some(_) => None,
-                    None => {
+                    Ok(Some(_)) | Err(()) => None,
+                    Ok(None) => {
                         unseen += 1;
                         (unseen >= 2).then(|| Ending {
                             phase: Phase::Lost,
@@ -452,13 +453,27 @@ fn failure_status(end: &Ending, err: &Path, r: &Resources) -> (String, bool) {
 }
 
 /// `scontrol show job -o ID`, parsed; `None` when Slurm does not know the job (any
-/// more).
+/// more) or could not be asked (see [`ask`]).
 fn show(id: u64) -> Option<batch::Shown> {
+    ask(id).ok().flatten()
+}
+
+/// `scontrol show job -o ID`: `Ok(None)` only when Slurm says it knows no such job;
+/// `Err(())` when it could not be asked (the controller busy or unreachable), which
+/// says nothing about the job.
+fn ask(id: u64) -> Result<Option<batch::Shown>, ()> {
     let o = Command::new("scontrol")
         .args(["show", "job", "-o", &id.to_string()])
         .output()
-        .ok()?;
-    batch::parse_scontrol(&String::from_utf8_lossy(&o.stdout))
+        .map_err(|_| ())?;
+    if let Some(s) = batch::parse_scontrol(&String::from_utf8_lossy(&o.stdout)) {
+        return Ok(Some(s));
+    }
+    if String::from_utf8_lossy(&o.stderr).contains("Invalid job id") {
+        Ok(None)
+    } else {
+        Err(())
+    }
 }
 
 /// This user's jobs as `squeue` lists them, looked at once per poll interval however
