@@ -217,6 +217,13 @@ impl Config {
             .map_err(|e| format!("{name}: {e}"))
     }
 
+    /// `trusted-public-keys`: the keys whose signatures are accepted; a malformed key
+    /// is an error naming the setting.
+    pub fn trusted_keys(&self) -> Result<rocmx_cache::keys::TrustedKeys, String> {
+        rocmx_cache::keys::TrustedKeys::parse(self.value("trusted-public-keys").unwrap_or(""))
+            .map_err(|e| format!("trusted-public-keys: {e}"))
+    }
+
     /// The keys of the files `secret-key-files` names (white-space separated); an
     /// unreadable or malformed file is an error naming it.
     pub fn secret_keys(&self) -> Result<Vec<rocmx_cache::keys::SecretKey>, String> {

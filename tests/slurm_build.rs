@@ -113,8 +113,9 @@ impl Setup {
         format!("file://{}", self.w.path("cache").display())
     }
 
-    /// `rocmx build -f graph.nix --keep-going --json …` through Slurm.
-    fn build_slurm(&self, extra: &[&str]) -> Output {
+    /// `rocmx build -f graph.nix --no-link --builders … --builder-cache … EXTRA…` in
+    /// the submitter's store, through Slurm.
+    fn build_command(&self, extra: &[&str]) -> Command {
         let nix = self.w.path("graph.nix");
         let (b, c) = (self.builders(), self.cache());
         let mut args = vec![
@@ -122,14 +123,20 @@ impl Setup {
             "-f",
             nix.to_str().unwrap(),
             "--no-link",
-            "--json",
             "--builders",
             &b,
             "--builder-cache",
             &c,
         ];
         args.extend_from_slice(extra);
-        self.rocmx(&self.w.path("sub"), &args)
+        self.command(&self.w.path("sub"), &args)
+    }
+
+    /// [`Setup::build_command`] with `--json`, run.
+    fn build_slurm(&self, extra: &[&str]) -> Output {
+        let mut args = vec!["--json"];
+        args.extend_from_slice(extra);
+        self.build_command(&args).output().expect("run rocmx")
     }
 }
 
@@ -285,23 +292,10 @@ fn a_graph_builds_through_slurm_as_it_builds_here() {
 fn dry_run_says_what_goes_to_slurm() {
     let Some(s) = Setup::new() else { return };
     s.w.write("graph.nix", GRAPH);
-    let nix = s.w.path("graph.nix");
-    let (b, c) = (s.builders(), s.cache());
-    let o = s.rocmx(
-        &s.w.path("sub"),
-        &[
-            "build",
-            "-f",
-            nix.to_str().unwrap(),
-            "-A",
-            "top",
-            "--dry-run",
-            "--builders",
-            &b,
-            "--builder-cache",
-            &c,
-        ],
-    );
+    let o = s
+        .build_command(&["-A", "top", "--dry-run"])
+        .output()
+        .expect("run rocmx");
     assert!(o.status.success(), "{}", err(&o));
     let text = out(&o);
     assert!(
@@ -334,22 +328,8 @@ in {{ a = mk "sleep-a"; b = mk "sleep-b"; c = mk "sleep-c"; }}
 "#
         ),
     );
-    let nix = s.w.path("graph.nix");
-    let (b, c) = (s.builders(), s.cache());
     let child = s
-        .command(
-            &s.w.path("sub"),
-            &[
-                "build",
-                "-f",
-                nix.to_str().unwrap(),
-                "--no-link",
-                "--builders",
-                &b,
-                "--builder-cache",
-                &c,
-            ],
-        )
+        .build_command(&[])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -398,7 +378,6 @@ fn a_tampered_input_in_the_builder_cache_fails_the_job_cleanly() {
     );
     let sub = s.w.path("sub");
     // The input source, in the submitter's store and then in the cache.
-    let nix = s.w.path("graph.nix");
     let o = s.rocmx(
         &sub,
         &[
@@ -419,20 +398,7 @@ fn a_tampered_input_in_the_builder_cache_fails_the_job_cleanly() {
     let other = zstd::encode_all(&b"not the NAR that was signed"[..], 3).unwrap();
     fs::write(&nars[0], other).unwrap();
 
-    let (b, c) = (s.builders(), s.cache());
-    let o = s.rocmx(
-        &sub,
-        &[
-            "build",
-            "-f",
-            nix.to_str().unwrap(),
-            "--no-link",
-            "--builders",
-            &b,
-            "--builder-cache",
-            &c,
-        ],
-    );
+    let o = s.build_command(&[]).output().expect("run rocmx");
     let stderr = err(&o);
     assert_eq!(o.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("failed on slurm:debug (job "), "{stderr}");
@@ -473,24 +439,8 @@ fn a_job_lost_with_its_node_is_submitted_again() {
   args = [ "-c" "echo started; sleep 2; echo done > $out" ];
 }"#,
     );
-    let nix = s.w.path("graph.nix");
-    let (b, c) = (s.builders(), s.cache());
     let child = s
-        .command(
-            &s.w.path("sub"),
-            &[
-                "build",
-                "-f",
-                nix.to_str().unwrap(),
-                "--no-link",
-                "--log-format",
-                "json",
-                "--builders",
-                &b,
-                "--builder-cache",
-                &c,
-            ],
-        )
+        .build_command(&["--log-format", "json"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

@@ -676,7 +676,7 @@ fn build(
 /// The exit code of a build, as Nix computes it (`Worker::exitStatus`): `0x60` with
 /// the bits of every failure ([`BuildError::nix_exit_bits`]; see [`EXIT_CODES`]), 1
 /// for failures without bits, 0 when nothing failed.
-fn exit_code(errors: &[&BuildError], any_failed: bool) -> i32 {
+pub(crate) fn exit_code(errors: &[&BuildError], any_failed: bool) -> i32 {
     let bits = errors.iter().fold(0u8, |b, e| b | e.nix_exit_bits());
     if bits != 0 {
         i32::from(0x60 | bits)

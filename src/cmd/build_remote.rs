@@ -20,7 +20,6 @@ use std::time::Duration;
 use clap::Args;
 use rocmx_builder::events::Event;
 use rocmx_builder::realise::Realiser;
-use rocmx_cache::keys::TrustedKeys;
 use rocmx_cache::{pull, push, transport};
 use rocmx_store::StorePath;
 
@@ -66,8 +65,7 @@ fn build_remote(a: BuildRemoteArgs, s: &StoreOpt) -> Result<i32, Fail> {
     let drv = StorePath::from_absolute(&a.drv)
         .map_err(|e| Fail::Msg(format!("'{}' is not a store path: {e}", a.drv)))?;
     let (mut opts, cfg) = super::build::configured_options()?;
-    let trusted = TrustedKeys::parse(cfg.value("trusted-public-keys").unwrap_or(""))
-        .map_err(|e| Fail::Msg(format!("trusted-public-keys: {e}")))?;
+    let trusted = cfg.trusted_keys().map_err(Fail::Msg)?;
     let tokens = cfg.access_tokens().map_err(Fail::Msg)?;
     let open = |url: &str| {
         transport::open_with_tokens(url, transport::Timeouts::default(), &tokens)
@@ -128,10 +126,7 @@ fn build_remote(a: BuildRemoteArgs, s: &StoreOpt) -> Result<i32, Fail> {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {e}");
-            return Ok(match e.nix_exit_bits() {
-                0 => 1,
-                bits => 0x60 | i32::from(bits),
-            });
+            return Ok(super::build::exit_code(&[&e], true));
         }
     };
 

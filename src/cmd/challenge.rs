@@ -36,7 +36,6 @@ use std::io::Write;
 
 use clap::Args;
 use rocmx_builder::realise::BuildOptions;
-use rocmx_cache::keys::TrustedKeys;
 use rocmx_cache::transport::{self, Transport};
 use rocmx_store::{Encoding, Hash, StorePath};
 use serde_json::{json, Value};
@@ -113,8 +112,7 @@ fn run_on(
         .as_deref()
         .or(cfg.value("substituters"))
         .unwrap_or("");
-    let trusted = TrustedKeys::parse(cfg.value("trusted-public-keys").unwrap_or(""))
-        .map_err(|e| Fail::Msg(format!("trusted-public-keys: {e}")))?;
+    let trusted = cfg.trusted_keys().map_err(Fail::Msg)?;
     let timeouts = transport::Timeouts {
         connect: opts.fetch_limits.connect_timeout,
         read: opts.fetch_limits.stall_timeout,

@@ -12,7 +12,6 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use rocmx_cache::keys::TrustedKeys;
 use rocmx_cache::{pull, push, transport};
 use rocmx_store::StorePath;
 
@@ -82,8 +81,7 @@ fn copy(a: CopyArgs, s: &StoreOpt) -> Result<(), Fail> {
             r.file_bytes
         );
     } else {
-        let trusted = TrustedKeys::parse(cfg.value("trusted-public-keys").unwrap_or(""))
-            .map_err(|e| Fail::Msg(format!("trusted-public-keys: {e}")))?;
+        let trusted = cfg.trusted_keys().map_err(Fail::Msg)?;
         let mut paths: Vec<StorePath> = Vec::new();
         for p in &a.paths {
             let text = p.to_string_lossy();

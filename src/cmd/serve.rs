@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use rocmx_cache::keys::{SecretKey, TrustedKeys};
+use rocmx_cache::keys::SecretKey;
 use rocmx_cache::receive::{Receiver, Refused, Token};
 use rocmx_cache::serve::{answer, Answer};
 use rocmx_store::{nar, LocalStore};
@@ -86,8 +86,7 @@ fn writable(
         .map_err(|e| Fail::Msg(format!("reading the token file '{}': {e}", f.display())))?;
     let token = Token::from_text(&text)
         .map_err(|e| Fail::Msg(format!("the token file '{}': {e}", f.display())))?;
-    let trusted = TrustedKeys::parse(cfg.value("trusted-public-keys").unwrap_or(""))
-        .map_err(|e| Fail::Msg(format!("trusted-public-keys: {e}")))?;
+    let trusted = cfg.trusted_keys().map_err(Fail::Msg)?;
     if trusted.is_empty() {
         return Err(Fail::Msg(
             "--writable needs trusted-public-keys: pushed narinfos and realisations must be \

@@ -87,8 +87,7 @@ impl Slurm {
                     .into(),
             );
         }
-        let trusted = TrustedKeys::parse(cfg.value("trusted-public-keys").unwrap_or(""))
-            .map_err(|e| format!("trusted-public-keys: {e}"))?;
+        let trusted = cfg.trusted_keys()?;
         let rocmx = match &spec.rocmx {
             Some(p) => p.clone(),
             None => std::env::current_exe()
@@ -362,14 +361,16 @@ impl Executor for Slurm {
                 false,
             )
         })?;
-        for attempt in 0..2 {
+        // A job lost with its node is submitted once more.
+        let mut resubmitted = false;
+        loop {
             let (id, out, err) = self
                 .submit(b, &rdrv, &resources)
                 .map_err(|e| fail(None, e, false))?;
-            let first = if attempt == 0 {
-                RemoteState::Queued
-            } else {
+            let first = if resubmitted {
                 RemoteState::Resubmitted
+            } else {
+                RemoteState::Queued
             };
             state(&id.to_string(), first);
             let end = self.follow(id, &out, log, state);
@@ -380,7 +381,8 @@ impl Executor for Slurm {
                         .fetch(store, b)
                         .map_err(|e| fail(Some(id), format!("fetching its outputs: {e}"), false));
                 }
-                Phase::Lost if attempt == 0 => {
+                Phase::Lost if !resubmitted => {
+                    resubmitted = true;
                     let _ = writeln!(
                         log,
                         "rocmx: Slurm job {id} was lost ({}); submitting it again",
@@ -394,7 +396,6 @@ impl Executor for Slurm {
                 }
             }
         }
-        unreachable!("the second attempt returns")
     }
 }
 

@@ -60,10 +60,15 @@ pub fn encode(bytes: &[u8]) -> String {
 /// Appends the nix32 encoding of `bytes` to `out` (what [`encode`] returns).
 pub fn encode_into(bytes: &[u8], out: &mut String) {
     let len = encoded_len(bytes.len());
-    let mut text = Vec::with_capacity(len);
-    push_digits(bytes, len, &mut text);
-    // Every digit is ASCII.
-    out.push_str(std::str::from_utf8(&text).expect("the nix32 alphabet is ASCII"));
+    out.reserve(len);
+    for n in (0..len).rev() {
+        let b = n * 5;
+        let i = b / 8;
+        let j = b % 8;
+        let lo = bytes.get(i).map_or(0u16, |&x| u16::from(x) >> j);
+        let hi = bytes.get(i + 1).map_or(0u16, |&x| u16::from(x) << (8 - j));
+        out.push(char::from(ALPHABET[usize::from(((lo | hi) & 0x1f) as u8)]));
+    }
 }
 
 /// The 32 nix32 characters of a 20-byte digest (a store path's hash part), without
@@ -86,17 +91,6 @@ pub fn encode20(bytes: &[u8; 20]) -> [u8; 32] {
         *slot = ALPHABET[(d & 0x1f) as usize];
     }
     out
-}
-
-fn push_digits(bytes: &[u8], len: usize, out: &mut Vec<u8>) {
-    for n in (0..len).rev() {
-        let b = n * 5;
-        let i = b / 8;
-        let j = b % 8;
-        let lo = bytes.get(i).map_or(0u16, |&x| u16::from(x) >> j);
-        let hi = bytes.get(i + 1).map_or(0u16, |&x| u16::from(x) << (8 - j));
-        out.push(ALPHABET[usize::from(((lo | hi) & 0x1f) as u8)]);
-    }
 }
 
 /// The digit value of a nix32 character, or `None` outside the alphabet.
