@@ -345,6 +345,7 @@ fn copy_checked(from: &Path, to: &Path, stamp: Stamp) -> Result<(), StoreError> 
     if copied != stamp.size || Stamp::of(&after) != stamp {
         return Err(changed());
     }
+    fsutil::start_writeback(&dst);
     fsutil::set_canonical_times_fd(&dst, to)
 }
 
