@@ -123,6 +123,7 @@ impl Fixture {
             host_ids: self.host_ids(),
             limits: Limits::default(),
             variant: Default::default(),
+            held_until_reaped: None,
         }
     }
 
@@ -908,6 +909,43 @@ fn probe_process_limit_stops_a_fork_bomb() {
     spec.limits.max_processes = Some(64);
     fx.run_ok(spec);
     assert_eq!(fx.read("u"), "64\n");
+}
+
+/// A builder that exits leaving a process that keeps appending to a file of `$out`
+/// through a descriptor (so moving the output does not stop it), a daemon whose output
+/// is not the log's (so the log's end does not wait for it): when `run`
+/// returns, that process is already gone (init kills and reaps everything before it
+/// reports the status, and the parent moves the output only then, while init itself may
+/// still be being torn down), so the output the caller hashes cannot change afterwards.
+/// With and without the process limit (init's two reaping loops).
+#[test]
+fn probe_processes_left_behind_are_gone_when_run_returns() {
+    for limit in [None, Some(64)] {
+        let Some(fx) = Fixture::new() else { return };
+        let marker = format!("104.{}", std::process::id());
+        let mut spec = fx.spec(&format!(
+            "mkdir $out; $BB/bin/sh -c 'exec 3>>\"$1/late\"; while :; do echo x >&3; done' {marker} $out >/dev/null 2>&1 & \
+             while [ ! -s $out/late ]; do :; done; echo done"
+        ));
+        spec.limits.max_processes = limit;
+        fx.run_ok(spec);
+        // No sleep: gone at return, not eventually.
+        assert_eq!(
+            host_processes_with(&marker),
+            Vec::<String>::new(),
+            "{limit:?}"
+        );
+        let size = || std::fs::metadata(fx.out.join("late")).unwrap().len();
+        let before = size();
+        assert!(before > 0);
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(
+            size(),
+            before,
+            "the output changed after run returned ({limit:?})"
+        );
+        fx.assert_clean();
+    }
 }
 
 /// `/dev/shm` is a tmpfs of the configured size.

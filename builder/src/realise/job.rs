@@ -531,6 +531,7 @@ fn run_sandboxed(
         host_ids: lease.as_ref().map(|l| l.ids),
         limits: ctx.opts.limits,
         variant: ctx.opts.variant.clone(),
+        held_until_reaped: lease.map(|l| Box::new(l) as Box<dyn Send>),
     };
     match sandbox::run(spec) {
         Ok(outcome) if outcome.status.success() => Ok(None),

@@ -773,10 +773,12 @@ fn init(p: &Prepared) -> ! {
     loop {
         match waitpid(None, None) {
             Ok(WaitStatus::Exited(pid, code)) if pid == child => {
+                kill_the_rest();
                 send(st, &mut RecordBuf::new(TAG_EXIT, 0, code));
                 break;
             }
             Ok(WaitStatus::Signaled(pid, sig, _)) if pid == child => {
+                kill_the_rest();
                 send(st, &mut RecordBuf::new(TAG_SIGNAL, 0, sig as i32));
                 break;
             }
@@ -784,8 +786,21 @@ fn init(p: &Prepared) -> ! {
             Err(_) => break,
         }
     }
-    // Exiting as pid 1 kills whatever the builder left running.
+    // Exiting as pid 1 kills whatever is left (after `kill_the_rest`, nothing).
     exit(0)
+}
+
+/// Kills every other process of the pid namespace and reaps them all (orphans are init's
+/// children), before init reports the builder's status: when the parent reads
+/// [`TAG_EXIT`] or [`TAG_SIGNAL`], init is alone, so nothing can still write to the
+/// outputs or the build directory, and the parent may post-process them while the
+/// kernel tears down the namespaces (which it does when init exits, and which takes
+/// milliseconds) and reap init later.
+pub(super) fn kill_the_rest() {
+    // From pid 1 of a pid namespace, -1 means every process of it but init.
+    let _ = nix::sys::signal::kill(Pid::from_raw(-1), nix::sys::signal::Signal::SIGKILL);
+    // Stops at ECHILD: no child left, and only init's children can be in its namespace.
+    while let Ok(_) | Err(Errno::EINTR) = waitpid(None, None) {}
 }
 
 /// Size of the builder's stack until its `execve` (it needs a few KiB).

@@ -24,7 +24,7 @@ const COUNT_INTERVAL_NS: i64 = 200_000_000;
 const COUNT_INTERVAL_NEAR_NS: i64 = 2_000_000;
 
 /// Init's reaping loop under a process limit: reaps until the builder is gone (then
-/// reports its status and exits, which kills the rest), and every
+/// kills and reaps the rest, reports its status and exits), and every
 /// [`COUNT_INTERVAL_NS`] counts the processes in `/proc` (this pid namespace's); at the
 /// limit it reports [`TAG_NPROC`] and exits, which kills the whole build.
 pub(super) fn reap_counting(p: &Prepared, child: Pid, proc_fd: std::os::fd::OwnedFd) -> ! {
@@ -49,10 +49,12 @@ pub(super) fn reap_counting(p: &Prepared, child: Pid, proc_fd: std::os::fd::Owne
                     send(st, &mut RecordBuf::new(TAG_NPROC, 0, n as i32));
                     exit(0)
                 }
+                super::kill_the_rest();
                 send(st, &mut RecordBuf::new(TAG_EXIT, 0, code));
                 exit(0)
             }
             Ok(WaitStatus::Signaled(pid, sig, _)) if pid == child => {
+                super::kill_the_rest();
                 send(st, &mut RecordBuf::new(TAG_SIGNAL, 0, sig as i32));
                 exit(0)
             }
