@@ -355,3 +355,95 @@ in {{ hiprand = row "hiprand"; rocminfo = row "rocminfo"; rocm-cmake = row "rocm
         assert_eq!(r["srcName"], file, "{name}: {r}");
     }
 }
+
+/// `rocmLib.hipCuidLauncher`, the CMake compiler launcher that makes HIP
+/// libraries independent of the build directory (rocRAND differed under
+/// `rocmx verify --vary build-path` because clang hashed the directory into
+/// every compilation-unit id). Run here with `echo` as the compiler: the same
+/// compile under two build directories gets the same `-cuid`, other options
+/// or another file get another one, and commands that are not compiles or
+/// choose their own id pass through unchanged. The HIP libraries' CMake flags
+/// use it.
+#[test]
+fn the_hip_cuid_launcher_ignores_the_build_directory() {
+    let store = tempfile::tempdir().unwrap();
+    let set = repo().join("exprs/rocm");
+    let v = eval_json(
+        store.path(),
+        &format!(
+            r#"let s = import {set} {{ gpuTargets = [ "gfx1100" ]; }}; in
+{{ text = s.rocmLib.hipCuidLauncher.text;
+   launcher = "${{s.rocmLib.hipCuidLauncher}}";
+   flags = s.rocrand.cmakeFlags; }}"#,
+            set = set.display()
+        ),
+    );
+    let launcher = v["launcher"].as_str().unwrap();
+    // A derivation's list attributes reach it joined with spaces.
+    let flags: Vec<&str> = v["flags"].as_str().unwrap().split(' ').collect();
+    assert!(
+        flags.contains(&format!("-DCMAKE_CXX_COMPILER_LAUNCHER={launcher}").as_str()),
+        "{flags:?}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("hip-cuid");
+    std::fs::write(&script, v["text"].as_str().unwrap()).unwrap();
+    // Runs the launcher with `echo` as the compiler, in TOP/src, with
+    // NIX_BUILD_TOP=TOP; `args` may say TOP for the build directory.
+    let run = |top: &str, args: &[&str]| -> String {
+        let top = dir.path().join(top);
+        let src = top.join("src");
+        std::fs::create_dir_all(&src).unwrap();
+        let args: Vec<String> = args
+            .iter()
+            .map(|a| a.replace("TOP", top.to_str().unwrap()))
+            .collect();
+        let o = Command::new("sh")
+            .arg(&script)
+            .arg("echo")
+            .args(&args)
+            .current_dir(&src)
+            .env("NIX_BUILD_TOP", &top)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", err(&o));
+        out(&o).trim_end().to_string()
+    };
+    let cuid = |line: &str| -> String {
+        line.split(' ')
+            .find_map(|w| w.strip_prefix("-cuid="))
+            .unwrap_or_else(|| panic!("no -cuid in {line:?}"))
+            .to_string()
+    };
+    let compile = [
+        "-O2",
+        "-ffile-prefix-map=TOP=/build",
+        "-c",
+        "TOP/src/k.hip",
+        "-o",
+        "k.o",
+    ];
+    let a = run("build", &compile);
+    let b = run("rocmx-verify-build", &compile);
+    assert_eq!(cuid(&a), cuid(&b));
+    assert_eq!(cuid(&a).len(), 16);
+    assert!(cuid(&a).bytes().all(|c| c.is_ascii_hexdigit()), "{a}");
+    // The rest of the command is passed as given.
+    assert!(a.starts_with(&format!(
+        "-O2 -ffile-prefix-map={}=/build -c",
+        dir.path().join("build").display()
+    )));
+    let mut other = compile.to_vec();
+    other.insert(0, "-DOTHER");
+    assert_ne!(cuid(&run("build", &other)), cuid(&a));
+    let mut other_file = compile.to_vec();
+    other_file[3] = "TOP/src/l.hip";
+    assert_ne!(cuid(&run("build", &other_file)), cuid(&a));
+    // Not a compile, or an id chosen by the build: unchanged.
+    assert_eq!(run("build", &["-o", "lib.so", "k.o"]), "-o lib.so k.o");
+    assert_eq!(
+        run("build", &["-fuse-cuid=none", "-c", "k.hip"]),
+        "-fuse-cuid=none -c k.hip"
+    );
+}

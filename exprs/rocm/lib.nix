@@ -29,7 +29,12 @@
 #
 #   hipCmakeFlags targets
 #     CMake flags for a HIP library compiled with this set's hipcc for
-#     `targets` (GPU_TARGETS and AMDGPU_TARGETS; tests and benchmarks off).
+#     `targets` (GPU_TARGETS and AMDGPU_TARGETS; tests and benchmarks off),
+#     through hipCuidLauncher.
+#
+#   hipCuidLauncher
+#     A CMake compiler launcher that gives each HIP compile a compilation-unit
+#     id independent of the build directory (see its definition).
 #
 #   hipLibrary { pname; version; src; gpuTargets; supported ? rocm64Targets;
 #                hipcc; buildInputs; cmakeFlags ? [ ]; meta; passthru ? { }; }
@@ -138,9 +143,34 @@ let
     } // (if targets == null then { } else { gpuTargets = targets; }));
   rocm64Targets = [ "gfx803" "gfx900" "gfx906" "gfx908" "gfx90a" "gfx942" "gfx1030" "gfx1100" "gfx1101" "gfx1102" "gfx1151" "gfx1200" "gfx1201" ];
 
+  # A CMake compiler launcher for hipcc, run as `hip-cuid COMPILER ARGS…`.
+  # clang names each HIP compilation unit (`-cuid`, kept in the objects and
+  # the device code as `__hip_cuid_<hash>`, and in the names of static
+  # device variables the host reads) after a hash of the input's real path
+  # and of every argument, so a library built in another directory differs
+  # (`rocmx verify --vary build-path`: rocRAND's library). The launcher
+  # gives `-cuid` a hash of the same things with the build directory written
+  # as /build: still one id per source file and options, as relocatable
+  # device code needs, but the same wherever the build ran. Commands that
+  # are not compiles (`-c`), or that choose their own id, run unchanged.
+  hipCuidLauncher = stdenv.writeShellScript "hip-cuid-launcher" ''
+    top=''${NIX_BUILD_TOP:-/build}
+    compile=
+    for a in "$@"; do
+      case "$a" in
+        -c) compile=1 ;;
+        -cuid=*|-fuse-cuid=*) exec "$@" ;;
+      esac
+    done
+    [ -n "$compile" ] || exec "$@"
+    cuid=$(printf '%s\n' "$PWD" "$@" | sed "s|$top|/build|g" | sha256sum | cut -c1-16)
+    exec "$@" "-cuid=$cuid"
+  '';
+
   hipCmakeFlags = targets: [
     "-GNinja"
     "-DCMAKE_CXX_COMPILER=hipcc"
+    "-DCMAKE_CXX_COMPILER_LAUNCHER=${hipCuidLauncher}"
     "-DCMAKE_INSTALL_LIBDIR=lib"
     "-DGPU_TARGETS=${gpu.cmakeList targets}"
     "-DAMDGPU_TARGETS=${gpu.cmakeList targets}"
@@ -226,5 +256,5 @@ let
     };
 in
 {
-  inherit origSource debianBinary debianTargets gfx checkKnown covers locked rocm64Targets hipCmakeFlags hipLibrary hipTest libraryBundleCheck;
+  inherit origSource debianBinary debianTargets gfx checkKnown covers locked rocm64Targets hipCuidLauncher hipCmakeFlags hipLibrary hipTest libraryBundleCheck;
 }
