@@ -167,6 +167,7 @@ use std::io::{self, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
@@ -835,25 +836,27 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
     let builder_ended = records
         .iter()
         .any(|r| r.tag == protocol::TAG_EXIT || r.tag == protocol::TAG_SIGNAL);
-    let held = spec.held_until_reaped.take();
-    let reap = move || {
-        while let Err(Errno::EINTR) = waitpid(init, None) {}
-        drop(held);
-    };
+    let reap_init = move || while let Err(Errno::EINTR) = waitpid(init, None) {};
+    // Shared with the reaping thread, so that the lease outlives init whichever side
+    // reaps it (a thread that cannot be started drops its share unused).
+    let held = Arc::new(Mutex::new(spec.held_until_reaped.take()));
     if builder_ended && killed.is_none() && log_error.is_none() {
         // Init has killed and reaped every other process before it reported (see
         // `child::kill_the_rest`): nothing can change the outputs any more.
+        let held = held.clone();
         let spawned = std::thread::Builder::new()
             .name("sandbox-reap".into())
-            .spawn(reap);
-        if let Err(e) = spawned {
-            // No thread: the dropped closure leaves init unreaped, so reap it here.
-            while let Err(Errno::EINTR) = waitpid(init, None) {}
-            drop(e);
+            .spawn(move || {
+                reap_init();
+                drop(held);
+            });
+        if spawned.is_err() {
+            reap_init();
         }
     } else {
-        reap();
+        reap_init();
     }
+    drop(held);
     let _ = spec.log.flush();
 
     // --- results ------------------------------------------------------------------------
