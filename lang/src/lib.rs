@@ -16,6 +16,7 @@ pub mod builtins;
 pub mod eval;
 pub mod flake;
 pub mod store;
+pub mod sym;
 pub mod syntax;
 pub mod value;
 

@@ -81,11 +81,11 @@ pub(crate) fn auto_call(ev: &mut Evaluator, v: &Value, auto: &Rc<Attrs>) -> ERes
         } = &c.def.param
         {
             let passed: Vec<(Sym, Value)> = if *ellipsis {
-                auto.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+                auto.iter().map(|(k, v)| (*k, v.clone())).collect()
             } else {
                 formals
                     .iter()
-                    .filter_map(|(n, _)| auto.get(n).map(|v| (n.clone(), v.clone())))
+                    .filter_map(|(n, _)| auto.get(n).map(|v| (*n, v.clone())))
                     .collect()
             };
             return ev.call(&f, Value::attrs(Attrs::from_unsorted(passed)));

@@ -53,8 +53,8 @@ pub(crate) fn expect_string_no_ctx(ev: &mut Evaluator, v: &Value) -> EResult<Nix
 }
 
 /// `f name value`, unevaluated.
-pub(crate) fn lazy_apply2(f: &Value, name: &str, v: Value) -> Value {
-    Value::lazy_apply(Value::lazy_apply(f.clone(), Value::str(name)), v)
+pub(crate) fn lazy_apply2(ev: &mut Evaluator, f: &Value, name: Sym, v: Value) -> Value {
+    Value::lazy_apply(Value::lazy_apply(f.clone(), ev.name_value(name)), v)
 }
 
 /// Return the names of the attributes in the set, sorted alphabetically.
@@ -62,9 +62,7 @@ fn attr_names(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let set = ev.expect_attrs(&a[0]).frame(None, || {
         "while evaluating the argument passed to builtins.attrNames".into()
     })?;
-    Ok(Value::list(
-        set.keys().map(|k| Value::str(k.as_str())).collect(),
-    ))
+    Ok(Value::list(set.keys().map(|k| ev.name_value(*k)).collect()))
 }
 
 /// Return the values of the attributes in the set, in the order of the sorted attribute names.
@@ -112,7 +110,7 @@ fn map_attrs(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let f = &a[0];
     let out: Vec<(Sym, Value)> = set
         .iter()
-        .map(|(k, v)| (k.clone(), lazy_apply2(f, k, v.clone())))
+        .map(|(k, v)| (*k, lazy_apply2(ev, f, *k, v.clone())))
         .collect();
     Ok(Value::attrs(Attrs::from_sorted(out)))
 }
@@ -153,7 +151,7 @@ fn remove_attrs(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
             let kept: Vec<(Sym, Value)> = set
                 .iter()
                 .filter(|(k, _)| drop.binary_search(&k.as_str()).is_err())
-                .map(|(k, v)| (k.clone(), v.clone()))
+                .map(|(k, v)| (*k, v.clone()))
                 .collect();
             Attrs::from_sorted(kept)
         }
@@ -173,13 +171,13 @@ fn intersect_attrs(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     // values always come from the right-hand set.
     let out: Vec<(Sym, Value)> = if left.len() < right.len() {
         left.keys()
-            .filter_map(|k| right.get(k).map(|v| (k.clone(), v.clone())))
+            .filter_map(|k| right.get(k).map(|v| (*k, v.clone())))
             .collect()
     } else {
         right
             .iter()
             .filter(|(k, _)| left.contains(k))
-            .map(|(k, v)| (k.clone(), v.clone()))
+            .map(|(k, v)| (*k, v.clone()))
             .collect()
     };
     if out.len() == right.len() {

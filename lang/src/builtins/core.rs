@@ -272,7 +272,7 @@ fn function_args(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
                 formals
                     .iter()
                     .zip(positions)
-                    .map(|((n, d), p)| (n.clone(), Value::Bool(d.is_some()), *p))
+                    .map(|((n, d), p)| (*n, Value::Bool(d.is_some()), *p))
                     .collect(),
             ))),
             _ => Ok(mk_attrs(vec![])),

@@ -163,7 +163,7 @@ fn build(ev: &mut Evaluator, attrs: &Attrs, name: &str) -> EResult<Value> {
                         args.push(coerce(ev, x, &mut ctx)?);
                     }
                     if structured {
-                        json_attrs.push((k.clone(), forced.clone()));
+                        json_attrs.push((*k, forced.clone()));
                     }
                     continue;
                 }
@@ -192,7 +192,7 @@ fn build(ev: &mut Evaluator, attrs: &Attrs, name: &str) -> EResult<Value> {
                 _ => {}
             }
             let s = if structured {
-                json_attrs.push((k.clone(), forced.clone()));
+                json_attrs.push((*k, forced.clone()));
                 if matches!(
                     key,
                     "builder" | "system" | "outputHash" | "outputHashAlgo" | "outputHashMode"

@@ -466,7 +466,8 @@ fn partition(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 fn group_by(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let f = arg_function(ev, &a[0], "first", "groupBy")?;
     let list = arg_list(ev, &a[1], "second", "groupBy")?;
-    let mut index: HashMap<Sym, usize> = HashMap::new();
+    // Keyed by symbol number: no string hashing.
+    let mut index: HashMap<usize, usize> = HashMap::new();
     let mut groups: Vec<(Sym, Vec<Value>)> = Vec::new();
     for x in list.iter() {
         let r = ev.call(&f, x.clone())?;
@@ -474,13 +475,13 @@ fn group_by(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
             "while evaluating the return value of the grouping function passed to builtins.groupBy".into()
         })?;
         let key = Sym::new(name.as_str());
-        let i = *index.entry(key.clone()).or_insert_with(|| {
+        let i = *index.entry(key.id()).or_insert_with(|| {
             groups.push((key, Vec::new()));
             groups.len() - 1
         });
         groups[i].1.push(x.clone());
     }
-    groups.sort_unstable_by(|x, y| x.0.cmp(&y.0));
+    groups.sort_unstable_by_key(|x| x.0);
     Ok(Value::attrs(Attrs::from_sorted(
         groups
             .into_iter()
@@ -740,7 +741,7 @@ fn list_to_attrs(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
         named.push((Sym::new(name.as_str()), set));
     }
     // Stable: among equal names the first occurrence comes first and wins.
-    named.sort_by(|x, y| x.0.cmp(&y.0));
+    named.sort_by_key(|x| x.0);
     let mut out: Vec<(Sym, Value)> = Vec::with_capacity(named.len());
     for (name, set) in named {
         if out.last().is_some_and(|(k, _)| *k == name) {
@@ -759,30 +760,31 @@ fn list_to_attrs(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 fn zip_attrs_with(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     let f = arg_function(ev, &a[0], "first", "zipAttrsWith")?;
     let list = arg_list(ev, &a[1], "second", "zipAttrsWith")?;
-    let mut index: HashMap<Sym, usize> = HashMap::new();
+    // Keyed by symbol number: no string hashing.
+    let mut index: HashMap<usize, usize> = HashMap::new();
     let mut groups: Vec<(Sym, Vec<Value>)> = Vec::new();
     for x in list.iter() {
         let set = ev.expect_attrs(x).frame(None, || {
             "while evaluating a value of the list passed as second argument to builtins.zipAttrsWith".into()
         })?;
         for (k, v) in set.iter() {
-            let i = match index.get(k) {
+            let i = match index.get(&k.id()) {
                 Some(i) => *i,
                 None => {
-                    index.insert(k.clone(), groups.len());
-                    groups.push((k.clone(), Vec::new()));
+                    index.insert(k.id(), groups.len());
+                    groups.push((*k, Vec::new()));
                     groups.len() - 1
                 }
             };
             groups[i].1.push(v.clone());
         }
     }
-    groups.sort_unstable_by(|x, y| x.0.cmp(&y.0));
+    groups.sort_unstable_by_key(|x| x.0);
     Ok(Value::attrs(Attrs::from_sorted(
         groups
             .into_iter()
             .map(|(k, vs)| {
-                let v = lazy_apply2(&f, &k, Value::list(vs));
+                let v = lazy_apply2(ev, &f, k, Value::list(vs));
                 (k, v)
             })
             .collect(),

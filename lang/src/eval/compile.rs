@@ -112,7 +112,7 @@ impl<'a> Compiler<'a> {
         let map = names
             .iter()
             .enumerate()
-            .map(|(i, n)| (n.clone(), i as u32))
+            .map(|(i, n)| (*n, i as u32))
             .collect();
         self.scopes.push(Scope::Static(map));
     }
@@ -437,7 +437,7 @@ impl<'a> Compiler<'a> {
         path.iter()
             .map(|a| {
                 Ok(match a {
-                    AttrName::Static(s, _) => IrAttrName::Static(s.clone()),
+                    AttrName::Static(s, _) => IrAttrName::Static(*s),
                     AttrName::Dynamic(e) => IrAttrName::Dynamic(self.compile(e)?),
                 })
             })
@@ -448,16 +448,16 @@ impl<'a> Compiler<'a> {
         let (irparam, names) = match param {
             Param::Ident(name, _) => {
                 let mut m = HashMap::new();
-                m.insert(name.clone(), 0);
-                (Some(IrParam::Ident(name.clone())), m)
+                m.insert(*name, 0);
+                (Some(IrParam::Ident(*name)), m)
             }
             Param::Formals { formals, at, .. } => {
                 let mut m = HashMap::new();
                 for (i, f) in formals.iter().enumerate() {
-                    m.insert(f.name.clone(), i as u32);
+                    m.insert(f.name, i as u32);
                 }
                 if let Some((a, _)) = at {
-                    m.insert(a.clone(), formals.len() as u32);
+                    m.insert(*a, formals.len() as u32);
                 }
                 (None, m)
             }
@@ -480,12 +480,12 @@ impl<'a> Compiler<'a> {
                             Some(d) => Some(self.compile(d)?),
                             None => None,
                         };
-                        fs.push((f.name.clone(), d));
+                        fs.push((f.name, d));
                     }
                     IrParam::Formals {
                         formals: fs,
                         ellipsis: *ellipsis,
-                        at: at.as_ref().map(|(a, _)| a.clone()),
+                        at: at.as_ref().map(|(a, _)| *a),
                         positions: formals.iter().map(|f| self.pos(f.span)).collect(),
                     }
                 }
@@ -530,14 +530,14 @@ impl<'a> Compiler<'a> {
                     });
                     for (n, nspan) in names {
                         let entry = match hidden {
-                            Some(h) => Entry::InheritFrom(h, n.clone(), *nspan),
-                            None => Entry::Inherit(n.clone(), *nspan),
+                            Some(h) => Entry::InheritFrom(h, *n, *nspan),
+                            None => Entry::Inherit(*n, *nspan),
                         };
                         if tree.index.contains_key(n) {
                             return Err(self.dup_error(&[n.as_str()], *nspan, &tree, n));
                         }
-                        tree.index.insert(n.clone(), tree.statics.len());
-                        tree.statics.push((n.clone(), entry, *nspan));
+                        tree.index.insert(*n, tree.statics.len());
+                        tree.statics.push((*n, entry, *nspan));
                     }
                 }
             }
@@ -596,8 +596,8 @@ impl<'a> Compiler<'a> {
                             self.insert_path(&mut t, rest, value, span, done)?;
                             Entry::Nested(t)
                         };
-                        tree.index.insert(name.clone(), tree.statics.len());
-                        tree.statics.push((name.clone(), entry, *nspan));
+                        tree.index.insert(*name, tree.statics.len());
+                        tree.statics.push((*name, entry, *nspan));
                         Ok(())
                     }
                     Some(i) => {
@@ -648,7 +648,7 @@ impl<'a> Compiler<'a> {
                 parts.push(&name);
                 return Err(self.dup_error(&parts, span, into, &name));
             }
-            into.index.insert(name.clone(), into.statics.len());
+            into.index.insert(name, into.statics.len());
             into.statics.push((name, entry, span));
         }
         into.dynamics.extend(from.dynamics);
@@ -682,7 +682,7 @@ impl<'a> Compiler<'a> {
             let mut names = HashMap::new();
             if rec {
                 for (i, (n, _, _)) in tree.statics.iter().enumerate() {
-                    names.insert(n.clone(), rank[i] as u32);
+                    names.insert(*n, rank[i] as u32);
                 }
             }
             self.scopes.push(Scope::Static(names));
@@ -741,7 +741,7 @@ impl<'a> Compiler<'a> {
             Entry::Expr(e) => {
                 let ir = self.compile(&e)?;
                 if let (Ir::Lambda(def), Some(n)) = (&*ir, name) {
-                    def.name.replace(Some(n.clone()));
+                    def.name.replace(Some(*n));
                 }
                 ir
             }

@@ -95,6 +95,9 @@ pub struct Evaluator {
     /// Argument scopes no longer referenced by anyone, emptied (no slots, no
     /// parent), kept so the next call reuses the allocation.
     scope_pool: Vec<Rc<EnvInner>>,
+    /// Attribute names as string values, by symbol number, made once each
+    /// (`attrNames`, `mapAttrs`' and `zipAttrsWith`'s name argument).
+    name_values: Vec<Option<Value>>,
     /// Messages from `trace`/`warn` and lint warnings, already formatted; the CLI
     /// prints them as they arrive.
     pub on_trace: Box<dyn FnMut(&str)>,
@@ -128,6 +131,7 @@ impl Evaluator {
             call_depth: 0,
             nest: 0,
             scope_pool: Vec::with_capacity(SCOPE_POOL),
+            name_values: Vec::new(),
             on_trace: Box::new(|m| eprintln!("{m}")),
             fetcher: None,
             tracked: Vec::new(),
@@ -610,7 +614,7 @@ impl Evaluator {
             if def.rec {
                 scope.set(i as u32, v.clone());
             }
-            entries.push((a.name.clone(), v, a.pos));
+            entries.push((a.name, v, a.pos));
         }
         // The compiler sorted the statics by name (`compile_tree_with_body`).
         let mut attrs = Attrs::from_sorted_pos(entries);
@@ -630,7 +634,7 @@ impl Evaluator {
                     ))
                 }
             };
-            if attrs.contains(&key) {
+            if attrs.contains(key) {
                 return Err(EvalError::at(
                     ErrorKind::Eval,
                     format!("dynamic attribute '{key}' already defined"),
@@ -649,7 +653,7 @@ impl Evaluator {
                         if let Some(i) = def.statics.iter().position(|a| &a.name == k) {
                             scope.set(i as u32, v.clone());
                         }
-                        attrs.insert(k.clone(), v.clone());
+                        attrs.insert(*k, v.clone());
                     }
                 }
             }
@@ -657,15 +661,20 @@ impl Evaluator {
         Ok((Rc::new(attrs), scope))
     }
 
+    /// The name an attribute path element stands for; static names (nearly
+    /// all) are a copy, so only dynamic ones leave the inlined path.
+    #[inline]
     fn attr_name(&mut self, n: &IrAttrName, env: &Env) -> EResult<Sym> {
         match n {
-            IrAttrName::Static(s) => Ok(s.clone()),
-            IrAttrName::Dynamic(ir) => {
-                let v = self.eval(ir, env)?;
-                let s = self.coerce_to_string(&v, CoerceMode::Interpolation)?;
-                Ok(Sym::new(s.as_str()))
-            }
+            IrAttrName::Static(s) => Ok(*s),
+            IrAttrName::Dynamic(ir) => self.dynamic_attr_name(ir, env),
         }
+    }
+
+    fn dynamic_attr_name(&mut self, ir: &Ir, env: &Env) -> EResult<Sym> {
+        let v = self.eval(ir, env)?;
+        let s = self.coerce_to_string(&v, CoerceMode::Interpolation)?;
+        Ok(Sym::new(s.as_str()))
     }
 
     fn eval_select(
@@ -680,7 +689,7 @@ impl Evaluator {
         for (i, n) in path.iter().enumerate() {
             let name = self.attr_name(n, env).at_pos(pos)?;
             let next = match &cur {
-                Value::Attrs(a) => a.get(&name).cloned(),
+                Value::Attrs(a) => a.get(name).cloned(),
                 _ if default.is_some() => None,
                 other => {
                     return Err(EvalError::at(
@@ -695,7 +704,7 @@ impl Evaluator {
             };
             match next {
                 Some(v) => {
-                    cur = self.force(&v).frame(Some(pos), || {
+                    cur = self.force_owned(v).frame(Some(pos), || {
                         format!("while evaluating the attribute '{name}'")
                     })?;
                 }
@@ -726,7 +735,7 @@ impl Evaluator {
         for (i, n) in path.iter().enumerate() {
             let name = self.attr_name(n, env).at_pos(pos)?;
             match &cur {
-                Value::Attrs(a) => match a.get(&name) {
+                Value::Attrs(a) => match a.get(name) {
                     Some(v) => {
                         if i + 1 < path.len() {
                             cur = self.force(&v.clone())?;
@@ -1070,6 +1079,17 @@ impl Evaluator {
             }
             other => other.type_().described().to_string(),
         }
+    }
+
+    /// The string value of an attribute name, shared by every use of it.
+    pub fn name_value(&mut self, k: Sym) -> Value {
+        let i = k.id();
+        if i >= self.name_values.len() {
+            self.name_values.resize(i + 1, None);
+        }
+        self.name_values[i]
+            .get_or_insert_with(|| Value::str(k.as_str()))
+            .clone()
     }
 
     pub fn new_string(&self, s: String) -> Value {

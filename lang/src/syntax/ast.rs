@@ -21,10 +21,8 @@
 //! | `{ a, b ? 1, ... }@args: e`    | [`ExprKind::Lambda`] with [`Param::Formals`]    |
 //! | `__curPos`                     | [`ExprKind::CurPos`]                            |
 
-use smol_str::SmolStr;
-
-/// An identifier or attribute name. Cheap to clone, ordered by bytes.
-pub type Ident = SmolStr;
+/// An identifier or attribute name: interned, one word, ordered by bytes.
+pub type Ident = crate::sym::Sym;
 
 /// A half-open byte range `[start, end)` into one source file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Hash)]

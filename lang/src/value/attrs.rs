@@ -38,6 +38,41 @@ fn name_cmp(a: &str, b: &str) -> std::cmp::Ordering {
     }
 }
 
+/// The name looked up: an interned [`Sym`] (what the evaluator has: compared
+/// by address, ordered by an integer prefix) or a plain string (what builtins
+/// written in Rust have: `"outPath"`), compared by bytes.
+#[derive(Clone, Copy)]
+pub enum Key<'k> {
+    Sym(Sym),
+    Str(&'k str),
+}
+
+impl From<Sym> for Key<'_> {
+    fn from(s: Sym) -> Self {
+        Key::Sym(s)
+    }
+}
+impl From<&Sym> for Key<'_> {
+    fn from(s: &Sym) -> Self {
+        Key::Sym(*s)
+    }
+}
+impl From<&&Sym> for Key<'_> {
+    fn from(s: &&Sym) -> Self {
+        Key::Sym(**s)
+    }
+}
+impl<'k> From<&'k str> for Key<'k> {
+    fn from(s: &'k str) -> Self {
+        Key::Str(s)
+    }
+}
+impl<'k> From<&'k String> for Key<'k> {
+    fn from(s: &'k String) -> Self {
+        Key::Str(s)
+    }
+}
+
 /// Sets with at most this many entries use the sorted-vector form.
 pub const SMALL_MAX: usize = 32;
 
@@ -68,7 +103,7 @@ impl Attrs {
     /// Like [`Self::from_unsorted`], with a definition position per entry.
     pub fn from_unsorted_pos(mut v: Vec<Entry>) -> Attrs {
         // Stable sort keeps insertion order among equal keys; keep the last one.
-        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v.sort_by_key(|a| a.0);
         let mut out: Vec<Entry> = Vec::with_capacity(v.len());
         for e in v {
             match out.last_mut() {
@@ -105,7 +140,32 @@ impl Attrs {
         self.len() == 0
     }
 
-    pub fn get(&self, k: &str) -> Option<&Value> {
+    pub fn get<'k>(&self, k: impl Into<Key<'k>>) -> Option<&Value> {
+        match k.into() {
+            Key::Sym(k) => self.get_sym(k),
+            Key::Str(k) => self.get_str(k),
+        }
+    }
+
+    /// Lookup by symbol: address comparisons in small sets, integer-prefix
+    /// comparisons in the binary searches.
+    #[inline]
+    fn get_sym(&self, k: Sym) -> Option<&Value> {
+        match self {
+            Attrs::Small(v) => {
+                if v.len() <= 8 {
+                    v.iter().find(|(n, _, _)| *n == k).map(|(_, x, _)| x)
+                } else {
+                    v.binary_search_by(|(n, _, _)| n.cmp(&k))
+                        .ok()
+                        .map(|i| &v[i].1)
+                }
+            }
+            Attrs::Large(m) => m.get(&k).map(|(x, _)| x),
+        }
+    }
+
+    fn get_str(&self, k: &str) -> Option<&Value> {
         match self {
             Attrs::Small(v) => {
                 if v.len() <= 8 {
@@ -134,7 +194,7 @@ impl Attrs {
         (p != Pos::default()).then_some(p)
     }
 
-    pub fn contains(&self, k: &str) -> bool {
+    pub fn contains<'k>(&self, k: impl Into<Key<'k>>) -> bool {
         self.get(k).is_some()
     }
 
@@ -235,7 +295,7 @@ impl Attrs {
             (Attrs::Large(a), _) if other.len() <= a.len() => {
                 let mut m = a.clone();
                 for (k, v, p) in other.iter_pos() {
-                    m.insert(k.clone(), (v.clone(), p));
+                    m.insert(*k, (v.clone(), p));
                 }
                 Rc::new(Attrs::Large(m))
             }
@@ -243,7 +303,7 @@ impl Attrs {
                 let mut m = b.clone();
                 for (k, v, p) in self.iter_pos() {
                     if !m.contains_key(k) {
-                        m.insert(k.clone(), (v.clone(), p));
+                        m.insert(*k, (v.clone(), p));
                     }
                 }
                 Rc::new(Attrs::Large(m))
@@ -251,7 +311,7 @@ impl Attrs {
             (Attrs::Large(a), _) => {
                 let mut m = a.clone();
                 for (k, v, p) in other.iter_pos() {
-                    m.insert(k.clone(), (v.clone(), p));
+                    m.insert(*k, (v.clone(), p));
                 }
                 Rc::new(Attrs::Large(m))
             }

@@ -18,15 +18,12 @@ use std::fmt;
 use std::path::PathBuf;
 use std::rc::Rc;
 
+pub use crate::sym::Sym;
 pub use attrs::Attrs;
 pub use context::{Context, ContextElem};
-pub use smol_str::SmolStr;
 
 use crate::eval::ir::{Env, Ir, LambdaDef};
 use crate::eval::{EResult, Evaluator};
-
-/// An attribute name or identifier.
-pub type Sym = SmolStr;
 
 /// A value, forced or not. Only [`Value::Thunk`] is unevaluated; every other
 /// variant is in weak head normal form.

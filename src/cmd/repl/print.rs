@@ -101,7 +101,7 @@ impl Printer<'_> {
             Value::String(s) => self.out.push_str(&escape_string(s.as_str())),
             Value::Path(p) => self.out.push_str(&p.to_string_lossy()),
             Value::Lambda(c) => {
-                let name = c.def.name.borrow().clone();
+                let name = *c.def.name.borrow();
                 let at = self.ev.sources.describe(c.def.pos);
                 match name {
                     Some(n) => {

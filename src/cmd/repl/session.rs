@@ -310,7 +310,7 @@ impl Session {
             )));
         };
         for (k, x) in a.iter() {
-            self.scope.insert(k.clone(), x.clone());
+            self.scope.insert(*k, x.clone());
         }
         self.say(&format!("Added {} variables.", a.len()));
         Ok(())
