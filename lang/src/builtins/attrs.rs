@@ -6,6 +6,7 @@
 //! nothing here forces an attribute value except `getAttr`'s result. List-shaped
 //! set builders (`listToAttrs`, `zipAttrsWith`, `catAttrs`) live in `lists.rs`.
 
+use crate::value::Args;
 use std::rc::Rc;
 
 use super::context::reject_context;
@@ -58,7 +59,7 @@ pub(crate) fn lazy_apply2(ev: &mut Evaluator, f: &Value, name: Sym, v: Value) ->
 }
 
 /// Return the names of the attributes in the set, sorted alphabetically.
-fn attr_names(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn attr_names(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let set = ev.expect_attrs(&a[0]).frame(None, || {
         "while evaluating the argument passed to builtins.attrNames".into()
     })?;
@@ -66,7 +67,7 @@ fn attr_names(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 }
 
 /// Return the values of the attributes in the set, in the order of the sorted attribute names.
-fn attr_values(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn attr_values(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let set = ev.expect_attrs(&a[0]).frame(None, || {
         "while evaluating the argument passed to builtins.attrValues".into()
     })?;
@@ -74,7 +75,7 @@ fn attr_values(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 }
 
 /// Return the attribute named s from set; evaluation aborts if it does not exist (a dynamic version of the . operator).
-fn get_attr(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn get_attr(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let name = expect_string_no_ctx(ev, &a[0]).frame(None, || {
         "while evaluating the first argument passed to builtins.getAttr".into()
     })?;
@@ -92,7 +93,7 @@ fn get_attr(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 }
 
 /// Return true if set has an attribute named s, and false otherwise (a dynamic version of the ? operator).
-fn has_attr(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn has_attr(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let name = expect_string_no_ctx(ev, &a[0]).frame(None, || {
         "while evaluating the first argument passed to builtins.hasAttr".into()
     })?;
@@ -103,7 +104,7 @@ fn has_attr(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 }
 
 /// Apply the function f to every element of attrset: each value v of name n becomes f n v.
-fn map_attrs(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn map_attrs(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let set = ev.expect_attrs(&a[1]).frame(None, || {
         "while evaluating the second argument passed to builtins.mapAttrs".into()
     })?;
@@ -116,7 +117,7 @@ fn map_attrs(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 }
 
 /// Remove the attributes listed in list from set; they do not have to exist in set.
-fn remove_attrs(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn remove_attrs(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let set = ev.expect_attrs(&a[0]).frame(None, || {
         "while evaluating the first argument passed to builtins.removeAttrs".into()
     })?;
@@ -160,7 +161,7 @@ fn remove_attrs(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 }
 
 /// Return a set consisting of the attributes in the set e2 which have the same name as some attribute in e1.
-fn intersect_attrs(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn intersect_attrs(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let left = ev.expect_attrs(&a[0]).frame(None, || {
         "while evaluating the first argument passed to builtins.intersectAttrs".into()
     })?;

@@ -11,6 +11,7 @@
 use super::mk_attrs;
 use super::op;
 use crate::eval::{CoerceMode, EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
+use crate::value::Args;
 use crate::value::{Context, ContextElem, NixString, PrimOp, Value};
 
 pub(crate) static BUILTINS: &[PrimOp] = &[
@@ -79,7 +80,7 @@ fn is_store_path(ev: &Evaluator, s: &str) -> bool {
 }
 
 /// Return true if string s has a non-empty context.
-fn has_context(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn has_context(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let s = ev.expect_string(&a[0]).frame(None, || {
         "while evaluating the argument passed to builtins.hasContext".into()
     })?;
@@ -87,7 +88,7 @@ fn has_context(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 }
 
 /// Return the string context of s: a set mapping each store path to what it refers to (path, allOutputs, outputs).
-fn get_context(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn get_context(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let s = ev.expect_string(&a[0]).frame(None, || {
         "while evaluating the argument passed to builtins.getContext".into()
     })?;
@@ -125,7 +126,7 @@ fn get_context(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 }
 
 /// Return s with the string context described by the set context added.
-fn append_context(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn append_context(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let orig = ev.expect_string(&a[0]).frame(None, || {
         "while evaluating the first argument passed to builtins.appendContext".into()
     })?;
@@ -195,7 +196,7 @@ fn append_context(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 }
 
 /// Discard the string context from a value that can be coerced to a string.
-fn unsafe_discard_string_context(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn unsafe_discard_string_context(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let s = ev
         .coerce_to_string(&a[0], CoerceMode::Interpolation)
         .frame(None, || {
@@ -205,7 +206,7 @@ fn unsafe_discard_string_context(ev: &mut Evaluator, a: Vec<Value>) -> EResult<V
 }
 
 /// Create a copy of the given string where every derivation deep string context element is turned into a constant one.
-fn unsafe_discard_output_dependency(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn unsafe_discard_output_dependency(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let s = ev
         .coerce_to_string(&a[0], CoerceMode::Interpolation)
         .frame(None, || {
@@ -232,7 +233,7 @@ fn unsafe_discard_output_dependency(ev: &mut Evaluator, a: Vec<Value>) -> EResul
 }
 
 /// Create a copy of the given string where its single constant string context element (a .drv) is turned into a derivation deep one.
-fn add_drv_output_dependencies(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn add_drv_output_dependencies(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let s = ev
         .coerce_to_string(&a[0], CoerceMode::Interpolation)
         .frame(None, || {

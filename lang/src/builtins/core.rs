@@ -7,6 +7,7 @@
 //! `break`. It must not implement container or string algorithms (see the sibling
 //! modules).
 
+use crate::value::Args;
 use std::path::{Path, PathBuf};
 
 use sha2::Digest;
@@ -119,31 +120,31 @@ pub(crate) static BUILTINS: &[PrimOp] = &[
 ];
 
 /// Throw an error message s. This usually aborts Nix expression evaluation, but tryEval can catch it.
-fn throw(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn throw(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let msg = ev.coerce_to_string(&a[0], CoerceMode::Interpolation)?;
     Err(EvalError::new(ErrorKind::Throw, msg.as_str()))
 }
 
 /// Abort Nix expression evaluation and print the error message s; tryEval cannot catch it.
-fn abort(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn abort(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let msg = ev.coerce_to_string(&a[0], CoerceMode::Interpolation)?;
     Err(EvalError::abort(msg.as_str()))
 }
 
 /// Evaluate e1, then evaluate and return e2.
-fn seq(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn seq(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     ev.force(&a[0])?;
     ev.force(&a[1])
 }
 
 /// Like seq e1 e2, except that e1 is evaluated deeply: if it is a list or set, its elements or attributes are also evaluated recursively.
-fn deep_seq(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn deep_seq(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     ev.force_deep(&a[0])?;
     ev.force(&a[1])
 }
 
 /// Try to shallowly evaluate e: { success = true; value = e; }, or { success = false; value = false; } when throw or assert failed.
-fn try_eval(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn try_eval(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     match ev.force(&a[0]) {
         Ok(v) => Ok(mk_attrs(vec![("success", Value::Bool(true)), ("value", v)])),
         Err(e) if e.is_catchable() => Ok(mk_attrs(vec![
@@ -163,19 +164,19 @@ fn trace_message(ev: &mut Evaluator, v: &Value) -> EResult<String> {
 }
 
 /// Evaluate e1 and print its abstract syntax representation on standard error. Then return e2.
-fn trace(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn trace(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let msg = trace_message(ev, &a[0])?;
     (ev.on_trace)(&format!("trace: {msg}"));
     ev.force(&a[1])
 }
 
 /// Return e2; with --trace-verbose (which rocmx does not have) Nix first prints e1 on standard error.
-fn trace_verbose(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn trace_verbose(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     ev.force(&a[1])
 }
 
 /// Evaluate e1, which must be a string, and print it on standard error as a warning. Then return e2.
-fn warn(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn warn(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let msg = ev.expect_string(&a[0])?;
     if ev.settings.abort_on_warn {
         return Err(EvalError::new(
@@ -191,7 +192,7 @@ fn warn(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 }
 
 /// Evaluate value; if that fails, add the string context to the error's trace.
-fn add_error_context(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn add_error_context(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let r = ev.force(&a[1]);
     match r {
         Ok(v) => Ok(v),
@@ -206,63 +207,63 @@ fn add_error_context(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 }
 
 /// Return a string representing the type of the value e: int, bool, string, path, null, set, list, lambda or float.
-fn type_of(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn type_of(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let v = ev.force(&a[0])?;
     Ok(Value::str(v.type_().type_of()))
 }
 
-fn is_type(ev: &mut Evaluator, a: Vec<Value>, t: &str) -> EResult<Value> {
+fn is_type(ev: &mut Evaluator, a: Args, t: &str) -> EResult<Value> {
     let v = ev.force(&a[0])?;
     Ok(Value::Bool(v.type_().type_of() == t))
 }
 
 /// Return true if e evaluates to null, and false otherwise (equivalent to e == null).
-fn is_null(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn is_null(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     is_type(ev, a, "null")
 }
 
 /// Return true if e evaluates to an integer, and false otherwise.
-fn is_int(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn is_int(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     is_type(ev, a, "int")
 }
 
 /// Return true if e evaluates to a float, and false otherwise.
-fn is_float(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn is_float(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     is_type(ev, a, "float")
 }
 
 /// Return true if e evaluates to a bool, and false otherwise.
-fn is_bool(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn is_bool(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     is_type(ev, a, "bool")
 }
 
 /// Return true if e evaluates to a string, and false otherwise.
-fn is_string(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn is_string(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     is_type(ev, a, "string")
 }
 
 /// Return true if e evaluates to a path, and false otherwise.
-fn is_path(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn is_path(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     is_type(ev, a, "path")
 }
 
 /// Return true if e evaluates to a list, and false otherwise.
-fn is_list(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn is_list(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     is_type(ev, a, "list")
 }
 
 /// Return true if e evaluates to a set, and false otherwise.
-fn is_attrs(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn is_attrs(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     is_type(ev, a, "set")
 }
 
 /// Return true if e evaluates to a function, and false otherwise.
-fn is_function(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn is_function(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     is_type(ev, a, "lambda")
 }
 
 /// Return a set containing the names of the formal arguments expected by the function f, each mapped to whether it has a default value.
-fn function_args(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn function_args(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let f = ev.force(&a[0])?;
     match &f {
         Value::Lambda(c) => match &c.def.param {
@@ -283,7 +284,7 @@ fn function_args(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 }
 
 /// Convert the expression e to a string: a string, path, integer, float, Boolean, null, list, or set with __toString or outPath.
-fn to_string(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn to_string(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let s = ev.coerce_to_string(&a[0], CoerceMode::ToString)?;
     Ok(Value::String(s))
 }
@@ -296,14 +297,14 @@ fn import_path(ev: &mut Evaluator, v: &Value) -> EResult<PathBuf> {
 }
 
 /// Load, parse, and return the Nix expression in the file path (default.nix in it if path is a directory).
-fn import(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn import(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let p = import_path(ev, &a[0])?;
     ev.import(&p)
         .frame(None, || format!("while importing '{}'", p.display()))
 }
 
 /// Like import, with the attributes of the set scope in scope in the file's expression.
-fn scoped_import(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn scoped_import(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     // `scopedImport attrs path`: the file is evaluated with the names of `attrs`
     // bound lexically between the globals and the file, so they shadow builtins
     // (`import`, `builtins`, …) as in Nix. Not cached: each scope differs.
@@ -336,7 +337,7 @@ fn scoped_import(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 }
 
 /// Find lookup-path in search-path (a list of { prefix; path; } sets), as <lookup-path> does with nixPath.
-fn find_file(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn find_file(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let list = ev.expect_list(&a[0])?;
     let name = ev.expect_string(&a[1])?;
     let name = name.as_str().to_string();
@@ -419,7 +420,7 @@ derivation {
 }
 
 /// Return the value of the environment variable s, or an empty string if the variable does not exist or evaluation is pure.
-fn get_env(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn get_env(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let name = ev.expect_string(&a[0])?;
     let v = if ev.settings.impure {
         std::env::var(name.as_str()).unwrap_or_default()
@@ -437,7 +438,7 @@ pub(crate) fn output_placeholder(output: &str) -> String {
 }
 
 /// Return an output placeholder string for the specified output that will be substituted by the corresponding output path at build time.
-fn placeholder(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn placeholder(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let name = ev.expect_string(&a[0])?;
     Ok(Value::str(output_placeholder(name.as_str())))
 }
@@ -446,7 +447,7 @@ fn placeholder(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 ///
 /// `unsafeGetAttrPos name set`: `{ file, line, column }` of where `name` was
 /// defined, or null when unknown (made by a builtin) or absent.
-fn unsafe_get_attr_pos(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn unsafe_get_attr_pos(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let name = ev.expect_string(&a[0])?;
     let set = ev.expect_attrs(&a[1])?;
     let Some(pos) = set.get_pos(name.as_str()) else {
@@ -466,7 +467,7 @@ fn unsafe_get_attr_pos(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 }
 
 /// In debug mode, pause Nix expression evaluation and enter the REPL; otherwise (always, in rocmx) return the argument v.
-fn break_(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn break_(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     ev.force(&a[0])
 }
 

@@ -17,6 +17,7 @@
 //! from the `.drv` path and the output name, which resolution replaces by the
 //! realised path. Fixed-output paths are exact at evaluation time.
 
+use crate::value::Args;
 use std::collections::{BTreeMap, BTreeSet};
 
 use rocmx_store::derivation::{hash_placeholder, output_path_name, Derivation, DerivationOutput};
@@ -80,7 +81,7 @@ fn is_env_attr(k: &str) -> bool {
 }
 
 /// Write the store derivation described by attrs and return its drvPath and output paths (the primitive under derivation).
-fn derivation_strict(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn derivation_strict(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let attrs = ev.expect_attrs(&a[0])?;
     let name_v = attrs
         .get("name")

@@ -9,6 +9,7 @@
 //! wording of filesystem errors (always an [`EvalError`] naming the path, never a
 //! panic). It writes to the store only through [`crate::store::EvalStore`].
 
+use crate::value::Args;
 use std::collections::{BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 
@@ -321,7 +322,7 @@ fn store_path_value(p: StorePath) -> Value {
 // ---- reading --------------------------------------------------------------------
 
 /// Return the contents of the file path as a string.
-fn read_file(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn read_file(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let (p, ctx) = realise_arg(ev, &a[0])?;
     let bytes = read_bytes(ev, &p)?;
     if bytes.contains(&0) {
@@ -340,7 +341,7 @@ fn read_file(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 }
 
 /// Return the contents of the directory path as a set mapping directory entries to their file type (regular, directory, symlink, unknown).
-fn read_dir(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn read_dir(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let (p, _) = realise_arg(ev, &a[0])?;
     let resolved = resolve_symlinks(ev, &p, Resolve::Full)?;
     let r = real(ev, &resolved);
@@ -391,7 +392,7 @@ fn read_dir(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 }
 
 /// Determine the directory entry type of a filesystem node: directory, regular, symlink or unknown.
-fn read_file_type(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn read_file_type(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let (p, _) = realise_arg(ev, &a[0])?;
     let t = lstat_type(ev, &p).map_err(|e| {
         io_error(format!(
@@ -404,7 +405,7 @@ fn read_file_type(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 }
 
 /// Return true if the path path exists at evaluation time, and false otherwise.
-fn path_exists(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn path_exists(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let v = ev.force(&a[0])?;
     // A string ending in `/` or `/.` must name a directory.
     let must_be_dir =
@@ -438,7 +439,7 @@ fn hash_algo(name: &str) -> EResult<HashAlgo> {
 }
 
 /// Return a base-16 representation of the cryptographic hash of the file at path p, with the algorithm type (md5, sha1, sha256 or sha512).
-fn hash_file(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn hash_file(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let algo = expect_plain_string(ev, &a[0]).frame(None, || {
         "while evaluating the first argument passed to builtins.hashFile".into()
     })?;
@@ -547,7 +548,7 @@ fn add_path(
 }
 
 /// Copy the source tree e2 to the store, keeping only the files for which the predicate e1 (path, type) returns true.
-fn filter_source(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn filter_source(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let (p, _) = coerce_to_path_ctx(ev, &a[1]).frame(None, || {
         "while evaluating the second argument (the path to filter) passed to 'builtins.filterSource'".into()
     })?;
@@ -575,7 +576,7 @@ fn parse_sha256(ev: &mut Evaluator, s: &str) -> EResult<Hash> {
 }
 
 /// Copy args.path to the store, optionally named (name), filtered (filter), flat (recursive = false) or checked (sha256).
-fn path(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn path(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let args = ev.expect_attrs(&a[0]).frame(None, || {
         "while evaluating the argument passed to 'builtins.path'".into()
     })?;
@@ -640,7 +641,7 @@ fn path(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 }
 
 /// Store the string s in a file in the Nix store and return its path; the file has suffix name.
-fn to_file(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn to_file(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let name = expect_plain_string(ev, &a[0]).frame(None, || {
         "while evaluating the first argument passed to builtins.toFile".into()
     })?;
@@ -672,7 +673,7 @@ fn to_file(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 }
 
 /// DEPRECATED. Use /. + "/path" to convert a string into an absolute path.
-fn to_path(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn to_path(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let (p, ctx) = coerce_to_path_ctx(ev, &a[0]).frame(None, || {
         "while evaluating the first argument passed to builtins.toPath".into()
     })?;
@@ -693,7 +694,7 @@ fn store_path_of(store_dir: &str, p: &str) -> Option<String> {
 }
 
 /// Define a dependency on an already existing store path: path, with the context of its store path.
-fn store_path(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn store_path(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     if !ev.settings.impure {
         return Err(EvalError::new(
             ErrorKind::Eval,
@@ -773,7 +774,7 @@ fn url_base_name(url: &str) -> &str {
 }
 
 /// Download the specified URL and return the path of the downloaded file; rocmx refuses it during evaluation (use builtin:fetchurl).
-fn fetchurl(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn fetchurl(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let v = ev.force(&a[0])?;
     match &v {
         Value::Attrs(args) => {
@@ -816,7 +817,7 @@ fn fetchurl(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
     Err(unsupported("fetchurl"))
 }
 
-fn refuse_fetch(ev: &mut Evaluator, a: Vec<Value>, name: &str) -> EResult<Value> {
+fn refuse_fetch(ev: &mut Evaluator, a: Args, name: &str) -> EResult<Value> {
     // Evaluate the argument first so its own errors surface as they would in Nix.
     let v = ev.force(&a[0])?;
     match &v {
@@ -826,22 +827,22 @@ fn refuse_fetch(ev: &mut Evaluator, a: Vec<Value>, name: &str) -> EResult<Value>
 }
 
 /// Download the specified URL, unpack it and return the path of the unpacked tree; rocmx refuses it during evaluation.
-fn fetch_tarball(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn fetch_tarball(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     refuse_fetch(ev, a, "fetchTarball")
 }
 
 /// Fetch a path from git; rocmx refuses it during evaluation.
-fn fetch_git(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn fetch_git(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     refuse_fetch(ev, a, "fetchGit")
 }
 
 /// Fetch a path from Mercurial; rocmx refuses it during evaluation.
-fn fetch_mercurial(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn fetch_mercurial(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     refuse_fetch(ev, a, "fetchMercurial")
 }
 
 /// Fetch a file system tree or a plain file and return its store path and metadata; rocmx refuses it during evaluation.
-fn fetch_tree(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn fetch_tree(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let v = ev.force(&a[0])?;
     if let Value::String(s) = &v {
         let url = s.as_str();
@@ -868,7 +869,7 @@ fn fetch_tree(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
             }
         }
     }
-    refuse_fetch(ev, vec![v], "fetchTree")
+    refuse_fetch(ev, smallvec::smallvec![v], "fetchTree")
 }
 
 #[cfg(test)]

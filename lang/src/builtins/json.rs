@@ -11,6 +11,7 @@ mod from_toml;
 mod parser;
 mod to_xml;
 
+use crate::value::Args;
 use std::fmt::Write as _;
 
 use super::context::reject_context;
@@ -36,7 +37,7 @@ pub(crate) static BUILTINS: &[PrimOp] = &[
 // ---- toJSON -------------------------------------------------------------------
 
 /// Return a string containing a JSON representation of e; derivations and paths become store paths.
-fn to_json(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn to_json(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let (s, ctx) = value_to_json(ev, &a[0], true)?;
     Ok(Value::String(NixString::with_context(s, ctx)))
 }
@@ -274,7 +275,7 @@ pub(crate) fn json_float(f: f64) -> String {
 // ---- fromJSON -----------------------------------------------------------------
 
 /// Convert a JSON string to a Nix value.
-fn from_json(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn from_json(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let s = ev.expect_string(&a[0]).frame(None, || {
         "while evaluating the first argument passed to builtins.fromJSON".into()
     })?;
@@ -293,7 +294,7 @@ pub(crate) fn null_byte_error(s: &str) -> String {
 // ---- fromTOML -----------------------------------------------------------------
 
 /// Convert a TOML string to a Nix value.
-fn from_toml(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn from_toml(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let s = ev.expect_string(&a[0]).frame(None, || {
         "while evaluating the argument passed to builtins.fromTOML".into()
     })?;

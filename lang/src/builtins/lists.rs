@@ -8,6 +8,7 @@
 //! copied where the result equals an input, and `sort` is a merge sort that
 //! tolerates inconsistent comparators and propagates their errors.
 
+use crate::value::Args;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -114,7 +115,7 @@ fn call_pred(ev: &mut Evaluator, f: &Value, x: &Value, ctx: &'static str) -> ERe
 }
 
 /// Apply the function f to each element in the list list.
-fn map(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn map(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let list = arg_list(ev, &a[1], "second", "map")?;
     if list.is_empty() {
         return Ok(Value::List(list));
@@ -128,7 +129,7 @@ fn map(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 }
 
 /// Return a list consisting of the elements of list for which the function f returns true.
-fn filter(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn filter(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let list = arg_list(ev, &a[1], "second", "filter")?;
     if list.is_empty() {
         return Ok(Value::List(list));
@@ -153,7 +154,7 @@ fn filter(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 }
 
 /// Reduce a list by applying a binary operator, from left to right: op (op (op nul x0) x1) x2 …, forcing each step.
-fn foldl_strict(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn foldl_strict(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let f = arg_function(ev, &a[0], "first", "foldlStrict")?;
     let list = arg_list(ev, &a[2], "third", "foldlStrict")?;
     let mut acc = a[1].clone();
@@ -169,13 +170,13 @@ fn foldl_strict(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 }
 
 /// Return the length of the list e.
-fn length(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn length(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let list = arg_list(ev, &a[0], "first", "length")?;
     Ok(Value::Int(list.len() as i64))
 }
 
 /// Return element n from the list xs, counting from 0; a fatal error occurs if the index is out of bounds.
-fn elem_at(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn elem_at(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let n = ev.expect_int(&a[1]).frame(None, || {
         "while evaluating the second argument passed to 'builtins.elemAt'".into()
     })?;
@@ -198,7 +199,7 @@ fn elem_at(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 }
 
 /// Return the first element of a list; abort evaluation if the argument is not a list or is an empty list.
-fn head(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn head(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let list = ev.expect_list(&a[0]).frame(None, || {
         "while evaluating the first argument passed to 'builtins.head'".into()
     })?;
@@ -215,7 +216,7 @@ fn head(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 }
 
 /// Return the list without its first item; abort evaluation if the argument is not a list or is an empty list.
-fn tail(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn tail(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let list = ev.expect_list(&a[0]).frame(None, || {
         "while evaluating the first argument passed to 'builtins.tail'".into()
     })?;
@@ -229,7 +230,7 @@ fn tail(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 }
 
 /// Generate a list of size length, with each element i equal to the value returned by generator i.
-fn gen_list(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn gen_list(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let n = ev.expect_int(&a[1]).frame(None, || {
         "while evaluating the second argument passed to builtins.genList".into()
     })?;
@@ -328,7 +329,7 @@ fn merge_sort(s: &mut Sorter<'_>, v: &mut [usize], buf: &mut Vec<usize>) -> ERes
 }
 
 /// Return list in sorted order (a stable sort), comparing elements with the less-than function comparator.
-fn sort(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn sort(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let list = arg_list(ev, &a[1], "second", "sort")?;
     if list.is_empty() {
         return Ok(Value::List(list));
@@ -375,7 +376,7 @@ fn concat(parts: Vec<Rc<Vec<Value>>>) -> Value {
 }
 
 /// Concatenate a list of lists into a single list.
-fn concat_lists(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn concat_lists(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let lists = arg_list(ev, &a[0], "first", "concatLists")?;
     let mut parts = Vec::with_capacity(lists.len());
     for l in lists.iter() {
@@ -387,7 +388,7 @@ fn concat_lists(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 }
 
 /// This function is equivalent to builtins.concatLists (map f list) but is more efficient.
-fn concat_map(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn concat_map(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let f = arg_function(ev, &a[0], "first", "concatMap")?;
     let list = arg_list(ev, &a[1], "second", "concatMap")?;
     let mut parts = Vec::with_capacity(list.len());
@@ -401,7 +402,7 @@ fn concat_map(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 }
 
 /// Return true if a value equal to x occurs in the list xs, and false otherwise.
-fn elem(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn elem(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let list = arg_list(ev, &a[1], "second", "elem")?;
     for x in list.iter() {
         if ev.equal(&a[0], x)? {
@@ -429,17 +430,17 @@ fn any_or_all(ev: &mut Evaluator, a: &[Value], any: bool) -> EResult<Value> {
 }
 
 /// Return true if the function pred returns true for at least one element of list, and false otherwise.
-fn any(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn any(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     any_or_all(ev, &a, true)
 }
 
 /// Return true if the function pred returns true for all elements of list, and false otherwise.
-fn all(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn all(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     any_or_all(ev, &a, false)
 }
 
 /// Split list into { right = the elements for which pred returns true; wrong = the others; }.
-fn partition(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn partition(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let f = arg_function(ev, &a[0], "first", "partition")?;
     let list = arg_list(ev, &a[1], "second", "partition")?;
     let (mut right, mut wrong) = (Vec::new(), Vec::new());
@@ -463,7 +464,7 @@ fn partition(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 }
 
 /// Group the elements of list by the string f returns for each: a set of lists, one per name returned.
-fn group_by(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn group_by(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let f = arg_function(ev, &a[0], "first", "groupBy")?;
     let list = arg_list(ev, &a[1], "second", "groupBy")?;
     // Keyed by symbol number: no string hashing.
@@ -639,7 +640,7 @@ fn insert_sorted(
 }
 
 /// Compute the transitive closure of attrset.startSet under attrset.operator, each element unique by its key attribute.
-fn generic_closure(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn generic_closure(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let args = ev.expect_attrs(&a[0]).frame(None, || {
         "while evaluating the first argument passed to builtins.genericClosure".into()
     })?;
@@ -722,7 +723,7 @@ fn generic_closure(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 // ---- lists to sets -----------------------------------------------------------------
 
 /// Construct a set from a list of { name = …; value = …; } sets; of duplicate names, the first takes precedence.
-fn list_to_attrs(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn list_to_attrs(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let list = ev.expect_list(&a[0]).frame(None, || {
         "while evaluating the argument passed to builtins.listToAttrs".into()
     })?;
@@ -757,7 +758,7 @@ fn list_to_attrs(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 }
 
 /// Transpose a list of attribute sets into an attribute set of lists, then apply mapAttrs: f name [ values ].
-fn zip_attrs_with(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn zip_attrs_with(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let f = arg_function(ev, &a[0], "first", "zipAttrsWith")?;
     let list = arg_list(ev, &a[1], "second", "zipAttrsWith")?;
     // Keyed by symbol number: no string hashing.
@@ -792,7 +793,7 @@ fn zip_attrs_with(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 }
 
 /// Collect each attribute named attr from a list of attribute sets; sets that do not contain it are ignored.
-fn cat_attrs(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn cat_attrs(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let name = expect_string_no_ctx(ev, &a[0]).frame(None, || {
         "while evaluating the first argument passed to builtins.catAttrs".into()
     })?;

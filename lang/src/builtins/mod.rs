@@ -27,7 +27,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use crate::eval::Evaluator;
-use crate::value::{Attrs, PrimOp, PrimOpApp, Sym, Thunk, ThunkState, Value};
+use crate::value::{Args, Attrs, PrimOp, PrimOpApp, Sym, Thunk, ThunkState, Value};
 
 /// Builtins bound in the global scope under their plain name (the rest are
 /// reachable as `builtins.x` and `__x`).
@@ -79,7 +79,7 @@ pub fn globals(ev: &mut Evaluator) -> (HashMap<Sym, u32>, Vec<Value>) {
                 Sym::new(op.name),
                 Value::PrimOp(Rc::new(PrimOpApp {
                     op,
-                    args: Vec::new(),
+                    args: Args::new(),
                 })),
             ));
         }
@@ -255,7 +255,7 @@ pub fn value_to_json(ev: &mut Evaluator, v: &Value) -> crate::eval::EResult<Stri
         })?;
     let f = Value::PrimOp(Rc::new(PrimOpApp {
         op,
-        args: Vec::new(),
+        args: Args::new(),
     }));
     let s = ev.call(&f, v.clone())?;
     Ok(ev.expect_string(&s)?.as_str().to_string())

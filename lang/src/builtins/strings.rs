@@ -10,6 +10,7 @@
 
 mod ere;
 
+use crate::value::Args;
 use std::path::Path;
 use std::rc::Rc;
 
@@ -78,7 +79,7 @@ fn bytes_to_string(b: &[u8]) -> String {
 }
 
 /// Return the number of bytes of the string e.
-fn string_length(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn string_length(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let s = ev
         .coerce_to_string(&a[0], CoerceMode::Interpolation)
         .frame(None, || {
@@ -88,7 +89,7 @@ fn string_length(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 }
 
 /// Return the substring of s from byte position start (zero-based) up to but not including start + len.
-fn substring(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn substring(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let start = ev.expect_int(&a[0]).frame(None, || {
         "while evaluating the first argument (the start offset) passed to builtins.substring".into()
     })?;
@@ -143,7 +144,7 @@ fn substring(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 }
 
 /// Given string s, replace every occurrence of the strings in from with the corresponding string in to.
-fn replace_strings(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn replace_strings(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let from_l = ev.expect_list(&a[0]).frame(None, || {
         "while evaluating the first argument passed to builtins.replaceStrings".into()
     })?;
@@ -291,7 +292,7 @@ fn group_values(hay: &[u8], groups: &[Option<(usize, usize)>]) -> Value {
 }
 
 /// Return the list of groups if the extended POSIX regular expression regex matches str precisely, otherwise null.
-fn match_(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn match_(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let re = force_string_no_ctx(ev, &a[0], || {
         "while evaluating the first argument passed to builtins.match".into()
     })?;
@@ -307,7 +308,7 @@ fn match_(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 }
 
 /// Return a list of the strings between the matches of the extended POSIX regular expression regex in str, with the lists of each match's groups between them.
-fn split(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn split(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let re = force_string_no_ctx(ev, &a[0], || {
         "while evaluating the first argument passed to builtins.split".into()
     })?;
@@ -332,7 +333,7 @@ fn split(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 }
 
 /// Concatenate a list of strings with a separator between each element.
-fn concat_strings_sep(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn concat_strings_sep(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let sep = ev.expect_string(&a[0]).frame(None, || {
         "while evaluating the first argument (the separator string) passed to builtins.concatStringsSep".into()
     })?;
@@ -377,7 +378,7 @@ pub(crate) fn base_name_of(path: &str) -> &str {
 }
 
 /// Return the base name of the path or string x: the part after the last directory separator (one trailing slash of a string ignored).
-fn base_name_of_op(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn base_name_of_op(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let s = ev
         .coerce_to_string(&a[0], CoerceMode::NoCopy)
         .frame(None, || {
@@ -394,7 +395,7 @@ fn base_name_of_op(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
 }
 
 /// Return the directory part of the string s, that is, everything before the final slash in the string.
-fn dir_of(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn dir_of(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let v = ev.force(&a[0])?;
     if let Value::Path(p) = &v {
         return Ok(match p.parent() {
@@ -429,7 +430,7 @@ fn parse_hash_algo(name: &str) -> EResult<HashAlgo> {
 }
 
 /// Return a base-16 representation of the cryptographic hash of string s, with the algorithm type (md5, sha1, sha256 or sha512).
-fn hash_string(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn hash_string(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let algo = force_string_no_ctx(ev, &a[0], || {
         "while evaluating the first argument passed to builtins.hashString".into()
     })?;
@@ -509,7 +510,7 @@ fn parse_any_hash(s: &str, algo: Option<HashAlgo>) -> EResult<Hash> {
 }
 
 /// Return the representation args.toHashFormat of the hash args.hash (its algorithm args.hashAlgo when the hash does not say).
-fn convert_hash(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn convert_hash(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let attrs = ev.expect_attrs(&a[0]).frame(None, || {
         "while evaluating the first argument passed to builtins.convertHash".into()
     })?;

@@ -21,7 +21,7 @@ pub(crate) use ops::show_value;
 pub use ops::CoerceMode;
 
 use crate::store::EvalStore;
-use crate::value::{Attrs, Closure, NixString, PrimOpApp, Sym, Thunk, ThunkState, Value};
+use crate::value::{Args, Attrs, Closure, NixString, PrimOpApp, Sym, Thunk, ThunkState, Value};
 use compile::{Compiler, Lints};
 use ir::*;
 
@@ -801,7 +801,7 @@ impl Evaluator {
                 }
                 Value::PrimOp(app) if app.args.len() + (n - i) >= app.op.arity => {
                     let need = app.op.arity - app.args.len();
-                    let mut v = Vec::with_capacity(app.op.arity);
+                    let mut v = Args::new();
                     v.extend(app.args.iter().cloned());
                     for k in i..i + need {
                         v.push(arg(self, k));
@@ -834,11 +834,7 @@ impl Evaluator {
     }
 
     /// Runs a builtin on its full argument list and forces the result.
-    fn call_primop(
-        &mut self,
-        op: &'static crate::value::PrimOp,
-        args: Vec<Value>,
-    ) -> EResult<Value> {
+    fn call_primop(&mut self, op: &'static crate::value::PrimOp, args: Args) -> EResult<Value> {
         let r = (op.f)(self, args).builtin_frame(op.name)?;
         self.force(&r)
     }
@@ -888,7 +884,7 @@ impl Evaluator {
         match &f {
             Value::Lambda(c) => self.call_lambda(c, arg),
             Value::PrimOp(app) => {
-                let mut args = Vec::with_capacity(app.args.len() + 1);
+                let mut args = Args::new();
                 args.extend(app.args.iter().cloned());
                 args.push(arg);
                 if args.len() == app.op.arity {

@@ -19,6 +19,7 @@ use self::url::{
 };
 use crate::builtins::{mk_attrs, op, reject_context};
 use crate::eval::{EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
+use crate::value::Args;
 use crate::value::{PrimOp, Value};
 
 pub(crate) static BUILTINS: &[PrimOp] = &[
@@ -37,7 +38,7 @@ pub(crate) static BUILTINS: &[PrimOp] = &[
 /// Fetch a flake from a flake reference, and return its output attributes and some metadata.
 ///
 /// `builtins.getFlake REF` (a locked reference): the flake's value.
-fn get_flake_op(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn get_flake_op(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let s = ev.expect_string(&a[0]).frame(None, || {
         "while evaluating the argument passed to builtins.getFlake".into()
     })?;
@@ -234,7 +235,7 @@ fn to_eval_error(e: FErr) -> Box<EvalError> {
 }
 
 /// Parse a flake reference into its attributes.
-fn parse_flake_ref_op(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn parse_flake_ref_op(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let s = ev.expect_string(&a[0]).frame(None, || {
         "while evaluating the argument passed to builtins.parseFlakeRef".into()
     })?;
@@ -267,7 +268,7 @@ fn show_type(v: &Value) -> &'static str {
 }
 
 /// Render flake reference attributes as a reference string.
-fn flake_ref_to_string_op(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+fn flake_ref_to_string_op(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let set = ev.expect_attrs(&a[0]).frame(None, || {
         "while evaluating the argument passed to builtins.flakeRefToString".into()
     })?;

@@ -208,8 +208,12 @@ pub struct Closure {
     pub env: Env,
 }
 
+/// A builtin's arguments: inline up to three (every builtin's arity), so a
+/// call allocates nothing for them.
+pub type Args = smallvec::SmallVec<[Value; 3]>;
+
 /// The signature of a builtin: it receives exactly `arity` arguments, unforced.
-pub type PrimOpFn = fn(&mut Evaluator, Vec<Value>) -> EResult<Value>;
+pub type PrimOpFn = fn(&mut Evaluator, Args) -> EResult<Value>;
 
 /// A builtin function, with its documentation (what `rocmx repl`'s `:doc`
 /// shows). Primops live in static tables and values only point to them, so
@@ -228,7 +232,7 @@ pub struct PrimOp {
 /// A builtin applied to fewer arguments than its arity (or to none yet).
 pub struct PrimOpApp {
     pub op: &'static PrimOp,
-    pub args: Vec<Value>,
+    pub args: Args,
 }
 
 /// A suspended computation, shared by everyone who holds a clone, evaluated at

@@ -8,6 +8,7 @@
 //! functions as their argument pattern; built-in functions as `<unevaluated />`.
 //! Source locations are not included.
 
+use crate::value::Args;
 use std::collections::HashSet;
 
 use crate::eval::ir::IrParam;
@@ -15,7 +16,7 @@ use crate::eval::{EResult, ErrorExt, Evaluator};
 use crate::value::{Context, NixString, Value};
 
 /// Return a string containing an XML representation of e.
-pub(super) fn to_xml(ev: &mut Evaluator, a: Vec<Value>) -> EResult<Value> {
+pub(super) fn to_xml(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let mut w = XmlWriter {
         out: String::from("<?xml version='1.0' encoding='utf-8'?>\n"),
         depth: 0,
