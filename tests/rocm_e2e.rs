@@ -12,6 +12,9 @@
 //! `ROCMX_ROCM_E2E=1 cargo test --release --test rocm_e2e -- --nocapture`.
 //! `ROCMX_E2E_STORE=DIR` reuses a store between runs; `ROCMX_ROCM_GFX`
 //! picks the target (default gfx1100).
+//!
+//! The first heavy layer, rocSPARSE and hipSPARSE with their test programs
+//! (about two hours more), runs only with `ROCMX_ROCM_E2E_HEAVY=1`.
 
 mod common;
 use common::{err, out};
@@ -121,6 +124,34 @@ fn ldd_text(store: &Path, exe: &Path) -> String {
     out(&o)
 }
 
+/// Builds `pkg` and its `passthru.tests.<test>` program `name`: the code
+/// objects must be exactly `gfx`, and the program runs where a GPU exists and
+/// says there is none (exit 77) where not.
+fn library_test(store: &Path, pkg: &str, test: &str, name: &str, gfx: &str, gpu: bool) {
+    build(store, &format!(".#{pkg}"), gfx);
+    let t = build(store, &format!(".#{pkg}.tests.{test}"), gfx);
+    let targets = std::fs::read_to_string(t.join("targets")).unwrap();
+    assert_eq!(
+        targets,
+        format!("hipv4-amdgcn-amd-amdhsa--{gfx}\n"),
+        "{pkg}"
+    );
+    let runner = t.join(format!("bin/run-{name}"));
+    let o = if gpu {
+        host_command(store, &t.join(format!("bin/{name}")))
+            .output()
+            .unwrap()
+    } else {
+        Command::new(&runner).output().unwrap()
+    };
+    if gpu {
+        assert!(o.status.success(), "{}{}", out(&o), err(&o));
+    } else {
+        assert_eq!(o.status.code(), Some(77), "{}", err(&o));
+        assert!(err(&o).contains("no AMD GPU here"), "{}", err(&o));
+    }
+}
+
 #[test]
 fn the_compiler_layer_and_the_first_libraries_build_and_rebuild_identically() {
     if std::env::var_os("ROCMX_ROCM_E2E").is_none() {
@@ -186,28 +217,7 @@ fn the_compiler_layer_and_the_first_libraries_build_and_rebuild_identically() {
         // code objects for the target.
         ("rocblas", "sgemm", "rocblas-sgemm"),
     ] {
-        build(&store, &format!(".#{pkg}"), &gfx);
-        let t = build(&store, &format!(".#{pkg}.tests.{test}"), &gfx);
-        let targets = std::fs::read_to_string(t.join("targets")).unwrap();
-        assert_eq!(
-            targets,
-            format!("hipv4-amdgcn-amd-amdhsa--{gfx}\n"),
-            "{pkg}"
-        );
-        let runner = t.join(format!("bin/run-{name}"));
-        let o = if gpu {
-            host_command(&store, &t.join(format!("bin/{name}")))
-                .output()
-                .unwrap()
-        } else {
-            Command::new(&runner).output().unwrap()
-        };
-        if gpu {
-            assert!(o.status.success(), "{}{}", out(&o), err(&o));
-        } else {
-            assert_eq!(o.status.code(), Some(77), "{}", err(&o));
-            assert!(err(&o).contains("no AMD GPU here"), "{}", err(&o));
-        }
+        library_test(&store, pkg, test, name, &gfx, gpu);
     }
 
     // 4. Every package rebuilds bit-identically.
@@ -224,6 +234,36 @@ fn the_compiler_layer_and_the_first_libraries_build_and_rebuild_identically() {
         ]
         .iter(),
     ) {
+        check(&store, &format!(".#{p}"), &gfx);
+    }
+    eprintln!("all in {:.0} s", t0.elapsed().as_secs_f64());
+}
+
+/// The first heavy layer: rocSPARSE (about an hour for one target on two
+/// cores) and hipSPARSE over it, with their test programs, then `--check`.
+/// Separate from the test above because of its cost; it shares its store
+/// when `ROCMX_E2E_STORE` is set.
+#[test]
+fn the_sparse_layer_builds_and_rebuilds_identically() {
+    if std::env::var_os("ROCMX_ROCM_E2E_HEAVY").is_none() {
+        eprintln!("skipped: set ROCMX_ROCM_E2E_HEAVY=1 to build rocSPARSE and hipSPARSE (about 2 h for one target on 2 cores)");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let store = std::env::var_os("ROCMX_E2E_STORE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| tmp.path().join("store"));
+    let gfx = std::env::var("ROCMX_ROCM_GFX").unwrap_or_else(|_| "gfx1100".into());
+    let gpu = Path::new("/dev/kfd").exists();
+    let t0 = Instant::now();
+    library_test(&store, "rocsparse", "spmv", "rocsparse-spmv", &gfx, gpu);
+    library_test(&store, "hipsparse", "spmv", "hipsparse-spmv", &gfx, gpu);
+    for p in [
+        "rocsparse",
+        "hipsparse",
+        "rocsparse.tests.spmv",
+        "hipsparse.tests.spmv",
+    ] {
         check(&store, &format!(".#{p}"), &gfx);
     }
     eprintln!("all in {:.0} s", t0.elapsed().as_secs_f64());

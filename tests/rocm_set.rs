@@ -447,3 +447,89 @@ fn the_hip_cuid_launcher_ignores_the_build_directory() {
         "-fuse-cuid=none -c k.hip"
     );
 }
+
+/// `rocmLib.libraryBundleCheck` on a library built with `--offload-compress`
+/// (rocSPARSE): the `.hip_fatbin` section is a chain of compressed bundles
+/// ("CCOB" headers, each padded), which the bundler cannot read as one; the
+/// check cuts out each one and lists it. Run here with stand-ins for
+/// `objcopy` (copies the file) and `clang-offload-bundler` (prints the
+/// payload after a version 2 header, where a real one would list targets).
+#[test]
+fn the_library_bundle_check_lists_every_compressed_bundle() {
+    let store = tempfile::tempdir().unwrap();
+    let set = repo().join("exprs/rocm");
+    let v = eval_json(
+        store.path(),
+        &format!(
+            r#"let s = import {set} {{ gpuTargets = [ "gfx1100" ]; }}; in
+{{ check = s.rocmLib.libraryBundleCheck "PKG" "lib/libx.so"; }}"#,
+            set = set.display()
+        ),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let bin = d.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let tool = |name: &str, body: &str| {
+        let p = bin.join(name);
+        std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    };
+    // objcopy --dump-section .hip_fatbin=OUT IN
+    tool("objcopy", r#"cp "$3" "${2#*=}""#);
+    // clang-offload-bundler --list --type=o --input=FILE
+    tool(
+        "clang-offload-bundler",
+        r#"f="${3#--input=}"; echo host-x86_64-unknown-linux-gnu-; tail -c +25 "$f"; echo"#,
+    );
+    // Three version-2 bundles, the second one holding the magic in its
+    // payload, each padded to 4 KiB as the linker lays them out.
+    let bundle = |payload: &str| -> Vec<u8> {
+        let total = 24 + payload.len() as u32;
+        let mut b = b"CCOB".to_vec();
+        b.extend_from_slice(&2u16.to_le_bytes());
+        b.extend_from_slice(&1u16.to_le_bytes());
+        b.extend_from_slice(&total.to_le_bytes());
+        b.extend_from_slice(&0u32.to_le_bytes());
+        b.extend_from_slice(&0u64.to_le_bytes());
+        b.extend_from_slice(payload.as_bytes());
+        b.resize(4096, 0);
+        b
+    };
+    let mut lib = bundle("hipv4-amdgcn-amd-amdhsa--gfx1100");
+    lib.extend(bundle("hipv4-amdgcn-amd-amdhsa--gfx90a:CCOB"));
+    lib.extend(bundle("hipv4-amdgcn-amd-amdhsa--gfx1100"));
+    let pkg = d.join("pkg");
+    std::fs::create_dir_all(pkg.join("lib")).unwrap();
+    std::fs::write(pkg.join("lib/libx.so"), &lib).unwrap();
+    let script = v["check"]
+        .as_str()
+        .unwrap()
+        .replace("PKG", pkg.to_str().unwrap());
+    let work = d.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(&script)
+        .current_dir(&work)
+        .env(
+            "PATH",
+            format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+        )
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", err(&o));
+    let text = out(&o);
+    let mut listed: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
+    listed.sort();
+    assert_eq!(
+        listed,
+        [
+            "hipv4-amdgcn-amd-amdhsa--gfx1100",
+            "hipv4-amdgcn-amd-amdhsa--gfx1100",
+            "hipv4-amdgcn-amd-amdhsa--gfx90a:CCOB",
+        ],
+        "{}",
+        out(&o)
+    );
+}

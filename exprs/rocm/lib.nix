@@ -197,10 +197,31 @@ let
   # A hipTest targetCheck for a test program without kernels of its own:
   # the gfx targets of the offload bundle in a shared library of the package
   # (`file`, relative to the package).
+  # A library built with `--offload-compress` (rocSPARSE) holds one
+  # compressed bundle per translation unit, each padded, which the bundler
+  # cannot read as one input: every one is cut out and listed. Header:
+  # "CCOB", u16 version, u16 method, then the bundle's total size (u32 in
+  # version 2, u64 in version 3).
   libraryBundleCheck = pkg: file: ''
     cp ${pkg}/${file} ./lib-bundle-src && chmod u+w ./lib-bundle-src
     objcopy --dump-section .hip_fatbin=lib-fatbin.o ./lib-bundle-src
-    clang-offload-bundler --list --type=o --input=lib-fatbin.o | grep -v '^host-'
+    if [ "$(head -c 4 lib-fatbin.o)" = CCOB ]; then
+      end=0
+      for off in $(grep -obUa CCOB lib-fatbin.o | cut -d: -f1); do
+        [ "$off" -ge "$end" ] || continue
+        ver=$(od -An -t u2 -j $((off + 4)) -N 2 lib-fatbin.o | tr -d ' ')
+        case $ver in
+          2) size=$(od -An -t u4 -j $((off + 8)) -N 4 lib-fatbin.o | tr -d ' ') ;;
+          3) size=$(od -An -t u8 -j $((off + 8)) -N 8 lib-fatbin.o | tr -d ' ') ;;
+          *) echo "unknown compressed offload bundle version '$ver' at offset $off" >&2; echo unreadable-bundle; break ;;
+        esac
+        tail -c +$((off + 1)) lib-fatbin.o | head -c "$size" > one-bundle.o
+        clang-offload-bundler --list --type=o --input=one-bundle.o
+        end=$((off + size))
+      done | grep -v '^host-'
+    else
+      clang-offload-bundler --list --type=o --input=lib-fatbin.o | grep -v '^host-'
+    fi
   '';
 
   hipTest = { name, src, targets, buildInputs ? [ ], nativeBuildInputs ? [ ], libs ? "", targetCheck ? null }:
