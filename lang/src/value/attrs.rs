@@ -376,6 +376,38 @@ mod tests {
             .collect()
     }
 
+    /// A lookup by symbol (the evaluator's) and by string (builtins') find
+    /// the same entries in each representation: the linear scan of a small
+    /// set, its binary search, and the B-tree.
+    #[test]
+    fn lookups_by_symbol_and_by_string_agree() {
+        for n in [3usize, 20, 100] {
+            let names: Vec<String> = (0..n).map(|i| format!("attr-{}", i * 7 % n)).collect();
+            let a = set(&names
+                .iter()
+                .enumerate()
+                .map(|(i, k)| (k.as_str(), i as i64))
+                .collect::<Vec<_>>());
+            assert_eq!(matches!(*a, Attrs::Large(_)), n > SMALL_MAX, "{n}");
+            for (i, k) in names.iter().enumerate() {
+                let by_sym = a.get(Sym::new(k));
+                let by_str = a.get(k.as_str());
+                assert!(
+                    matches!(by_sym, Some(Value::Int(x)) if *x == i as i64),
+                    "{k}"
+                );
+                assert!(
+                    matches!(by_str, Some(Value::Int(x)) if *x == i as i64),
+                    "{k}"
+                );
+            }
+            for missing in ["attr-", "attr-1000", "", "zzz"] {
+                assert!(a.get(Sym::new(missing)).is_none(), "{missing}");
+                assert!(a.get(missing).is_none(), "{missing}");
+            }
+        }
+    }
+
     #[test]
     fn sorted_and_last_wins() {
         let a = set(&[("b", 1), ("a", 2), ("b", 3)]);
