@@ -1,6 +1,7 @@
 # rocSPARSE: sparse linear algebra on AMD GPUs, from Debian's upstream tarball, compiled for the requested gfx targets.
 # Built here for gfx1100 (2026-12-03): 54 min on two cores at nice 5 beside
-# other work, 281 build steps; `--check` bit-identical.
+# other work, 281 build steps; reproducible under all eleven `rocmx verify`
+# variations.
 #
 # passthru.tests.spmv links a host program against it (a CSR matrix-vector
 # product); its check is that the library holds code objects for exactly the
