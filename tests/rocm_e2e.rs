@@ -124,6 +124,29 @@ fn ldd_text(store: &Path, exe: &Path) -> String {
     out(&o)
 }
 
+/// What both tests run with: the store (`ROCMX_E2E_STORE`, else one in a
+/// temporary directory that lives as long as `_tmp`), the target
+/// (`ROCMX_ROCM_GFX`, default gfx1100) and whether a GPU is present.
+struct Setup {
+    _tmp: tempfile::TempDir,
+    store: PathBuf,
+    gfx: String,
+    gpu: bool,
+}
+
+fn setup() -> Setup {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = std::env::var_os("ROCMX_E2E_STORE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| tmp.path().join("store"));
+    Setup {
+        _tmp: tmp,
+        store,
+        gfx: std::env::var("ROCMX_ROCM_GFX").unwrap_or_else(|_| "gfx1100".into()),
+        gpu: Path::new("/dev/kfd").exists(),
+    }
+}
+
 /// Builds `pkg` and its `passthru.tests.<test>` program `name`: the code
 /// objects must be exactly `gfx`, and the program runs where a GPU exists and
 /// says there is none (exit 77) where not.
@@ -158,12 +181,12 @@ fn the_compiler_layer_and_the_first_libraries_build_and_rebuild_identically() {
         eprintln!("skipped: set ROCMX_ROCM_E2E=1 to build the ROCm set's first layers (downloads ~700 MiB, ~30 min on 2 cores)");
         return;
     }
-    let tmp = tempfile::tempdir().unwrap();
-    let store = std::env::var_os("ROCMX_E2E_STORE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| tmp.path().join("store"));
-    let gfx = std::env::var("ROCMX_ROCM_GFX").unwrap_or_else(|_| "gfx1100".into());
-    let gpu = Path::new("/dev/kfd").exists();
+    let Setup {
+        _tmp,
+        store,
+        gfx,
+        gpu,
+    } = setup();
     let t0 = Instant::now();
 
     // 1. The compiler and runtime layer.
@@ -249,12 +272,12 @@ fn the_sparse_layer_builds_and_rebuilds_identically() {
         eprintln!("skipped: set ROCMX_ROCM_E2E_HEAVY=1 to build rocSPARSE and hipSPARSE (about 2 h for one target on 2 cores)");
         return;
     }
-    let tmp = tempfile::tempdir().unwrap();
-    let store = std::env::var_os("ROCMX_E2E_STORE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| tmp.path().join("store"));
-    let gfx = std::env::var("ROCMX_ROCM_GFX").unwrap_or_else(|_| "gfx1100".into());
-    let gpu = Path::new("/dev/kfd").exists();
+    let Setup {
+        _tmp,
+        store,
+        gfx,
+        gpu,
+    } = setup();
     let t0 = Instant::now();
     library_test(&store, "rocsparse", "spmv", "rocsparse-spmv", &gfx, gpu);
     library_test(&store, "hipsparse", "spmv", "hipsparse-spmv", &gfx, gpu);

@@ -6,13 +6,12 @@
 //! nothing here forces an attribute value except `getAttr`'s result. List-shaped
 //! set builders (`listToAttrs`, `zipAttrsWith`, `catAttrs`) live in `lists.rs`.
 
-use crate::value::Args;
 use std::rc::Rc;
 
 use super::context::reject_context;
 use super::op;
 use crate::eval::{EResult, ErrorExt, EvalError, Evaluator};
-use crate::value::{Attrs, NixString, PrimOp, Sym, Value};
+use crate::value::{Args, Attrs, NixString, PrimOp, Sym, Value};
 
 pub(crate) static BUILTINS: &[PrimOp] = &[
     op("attrNames", 1, attr_names).doc(

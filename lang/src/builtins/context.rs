@@ -11,8 +11,7 @@
 use super::mk_attrs;
 use super::op;
 use crate::eval::{CoerceMode, EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
-use crate::value::Args;
-use crate::value::{Context, ContextElem, NixString, PrimOp, Value};
+use crate::value::{Args, Context, ContextElem, NixString, PrimOp, Value};
 
 pub(crate) static BUILTINS: &[PrimOp] = &[
     op("hasContext", 1, has_context).doc("s", "Return true if string s has a non-empty context."),

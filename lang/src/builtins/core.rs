@@ -7,14 +7,13 @@
 //! `break`. It must not implement container or string algorithms (see the sibling
 //! modules).
 
-use crate::value::Args;
 use std::path::{Path, PathBuf};
 
 use sha2::Digest;
 
 use super::{mk_attrs, op};
 use crate::eval::{CoerceMode, EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
-use crate::value::{print, PrimOp, Value};
+use crate::value::{print, Args, PrimOp, Value};
 
 pub(crate) static BUILTINS: &[PrimOp] = &[
     op("throw", 1, throw).doc(

@@ -17,7 +17,6 @@
 //! from the `.drv` path and the output name, which resolution replaces by the
 //! realised path. Fixed-output paths are exact at evaluation time.
 
-use crate::value::Args;
 use std::collections::{BTreeMap, BTreeSet};
 
 use rocmx_store::derivation::{hash_placeholder, output_path_name, Derivation, DerivationOutput};
@@ -25,7 +24,7 @@ use rocmx_store::{Hash, HashAlgo, IngestionMethod, StorePath};
 
 use super::op;
 use crate::eval::{CoerceMode, EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
-use crate::value::{Attrs, Context, ContextElem, NixString, PrimOp, Sym, Value};
+use crate::value::{Args, Attrs, Context, ContextElem, NixString, PrimOp, Sym, Value};
 
 pub(crate) static BUILTINS: &[PrimOp] = &[
     op("derivationStrict", 1, derivation_strict).doc(

@@ -9,7 +9,6 @@
 //! wording of filesystem errors (always an [`EvalError`] naming the path, never a
 //! panic). It writes to the store only through [`crate::store::EvalStore`].
 
-use crate::value::Args;
 use std::collections::{BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 
@@ -19,7 +18,7 @@ use super::op;
 use crate::eval::compile::canon_path;
 use crate::eval::{CoerceMode, EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
 use crate::store::PathFilter;
-use crate::value::{Attrs, Context, ContextElem, NixString, PrimOp, Sym, Value};
+use crate::value::{Args, Attrs, Context, ContextElem, NixString, PrimOp, Sym, Value};
 
 pub(crate) static BUILTINS: &[PrimOp] = &[
     op("readFile", 1, read_file).doc("path", "Return the contents of the file path as a string."),

@@ -11,13 +11,12 @@ mod from_toml;
 mod parser;
 mod to_xml;
 
-use crate::value::Args;
 use std::fmt::Write as _;
 
 use super::context::reject_context;
 use super::op;
 use crate::eval::{CoerceMode, EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
-use crate::value::{Context, ContextElem, NixString, PrimOp, Value};
+use crate::value::{Args, Context, ContextElem, NixString, PrimOp, Value};
 
 pub(crate) use from_toml::toml_to_value;
 

@@ -8,7 +8,6 @@
 //! copied where the result equals an input, and `sort` is a merge sort that
 //! tolerates inconsistent comparators and propagates their errors.
 
-use crate::value::Args;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -17,7 +16,7 @@ use super::attrs::{expect_string_no_ctx, lazy_apply2};
 use super::{mk_attrs, op};
 use crate::eval::show_value;
 use crate::eval::{EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
-use crate::value::{Attrs, PrimOp, Sym, Value};
+use crate::value::{Args, Attrs, PrimOp, Sym, Value};
 
 pub(crate) static BUILTINS: &[PrimOp] = &[
     op("map", 2, map).doc("f list", "Apply the function f to each element in the list list."),

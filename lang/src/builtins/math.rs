@@ -9,8 +9,7 @@
 use super::op;
 use crate::eval::{EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
 use crate::syntax::ast::BinaryOp;
-use crate::value::Args;
-use crate::value::{print, PrimOp, Value};
+use crate::value::{print, Args, PrimOp, Value};
 
 pub(crate) static BUILTINS: &[PrimOp] = &[
     op("add", 2, add).doc("e1 e2", "Return the sum of the numbers e1 and e2."),

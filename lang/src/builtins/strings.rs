@@ -10,14 +10,13 @@
 
 mod ere;
 
-use crate::value::Args;
 use std::path::Path;
 use std::rc::Rc;
 
 use super::context::reject_context;
 use super::op;
 use crate::eval::{CoerceMode, EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
-use crate::value::{NixString, PrimOp, Value};
+use crate::value::{Args, NixString, PrimOp, Value};
 use rocmx_store::{Encoding, Hash, HashAlgo, HashError};
 
 pub(crate) static BUILTINS: &[PrimOp] = &[

@@ -6,14 +6,13 @@
 //! everything else, and a missing component sorts before a number. It must not
 //! know anything about derivations beyond splitting a name at its version.
 
-use crate::value::Args;
 use std::cmp::Ordering;
 
 use super::mk_attrs;
 use super::op;
 use super::strings::force_string_no_ctx;
 use crate::eval::{EResult, Evaluator};
-use crate::value::{PrimOp, Value};
+use crate::value::{Args, PrimOp, Value};
 
 pub(crate) static BUILTINS: &[PrimOp] = &[
     op("compareVersions", 2, compare_versions_op).doc(

@@ -19,8 +19,7 @@ use self::url::{
 };
 use crate::builtins::{mk_attrs, op, reject_context};
 use crate::eval::{EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
-use crate::value::Args;
-use crate::value::{PrimOp, Value};
+use crate::value::{Args, PrimOp, Value};
 
 pub(crate) static BUILTINS: &[PrimOp] = &[
     op("parseFlakeRef", 1, parse_flake_ref_op)

@@ -8,12 +8,11 @@
 //! functions as their argument pattern; built-in functions as `<unevaluated />`.
 //! Source locations are not included.
 
-use crate::value::Args;
 use std::collections::HashSet;
 
 use crate::eval::ir::IrParam;
 use crate::eval::{EResult, ErrorExt, Evaluator};
-use crate::value::{Context, NixString, Value};
+use crate::value::{Args, Context, NixString, Value};
 
 /// Return a string containing an XML representation of e.
 pub(super) fn to_xml(ev: &mut Evaluator, a: Args) -> EResult<Value> {
