@@ -121,7 +121,7 @@ pub fn globals(ev: &mut Evaluator) -> (HashMap<Sym, u32>, Vec<Value>) {
     let mut with_self = entries.clone();
     with_self.push((Sym::new("builtins"), Value::Thunk(self_ref.clone())));
     let builtins_set = Value::attrs(Attrs::from_unsorted(with_self));
-    *self_ref.0.borrow_mut() = ThunkState::Done(builtins_set.clone());
+    self_ref.set(ThunkState::Done(builtins_set.clone()));
 
     let mut names = HashMap::new();
     let mut slots = Vec::new();

@@ -303,7 +303,7 @@ impl<'a> Compiler<'a> {
     /// Like [`Self::resolve`] but skipping the `skip` innermost scopes (used for
     /// `inherit x;` inside `rec`/`let`, which refers to the enclosing scope).
     fn resolve_from(&self, name: &str, span: Span, skip: usize) -> EResult<Rc<Ir>> {
-        let mut with_seen = false;
+        let mut withs = Vec::new();
         for (up, scope) in self.scopes.iter().rev().enumerate() {
             if up < skip {
                 continue;
@@ -318,12 +318,13 @@ impl<'a> Compiler<'a> {
                         }));
                     }
                 }
-                Scope::With => with_seen = true,
+                Scope::With => withs.push(up as u32),
             }
         }
-        if with_seen {
+        if !withs.is_empty() {
             return Ok(Rc::new(Ir::WithVar {
                 name: Sym::new(name),
+                withs: withs.into_boxed_slice(),
                 pos: self.pos(span),
             }));
         }

@@ -23,15 +23,15 @@ pub struct Pos {
 pub type Slots = smallvec::SmallVec<[Value; 2]>;
 
 /// A runtime scope: slots for the variables a `let`, `rec`, lambda or the global
-/// scope binds, or the attribute set a `with` brings into scope.
+/// scope binds, or, in its one slot, the (unforced) attribute set a `with`
+/// brings into scope. Which scopes are `with` scopes is known at compile time
+/// ([`Ir::WithVar`] carries their depths), so a scope carries no mark of it.
 #[derive(Clone)]
 pub struct Env(pub Rc<EnvInner>);
 
 pub struct EnvInner {
     pub slots: RefCell<Slots>,
     pub parent: Option<Env>,
-    /// For a `with` scope: the (unforced) attribute set.
-    pub with: Option<Value>,
 }
 
 impl Env {
@@ -39,15 +39,11 @@ impl Env {
         Env(Rc::new(EnvInner {
             slots: RefCell::new(slots),
             parent: parent.cloned(),
-            with: None,
         }))
     }
+    /// The scope of `with attrs; …`: the set in slot 0.
     pub fn new_with(parent: &Env, attrs: Value) -> Env {
-        Env(Rc::new(EnvInner {
-            slots: RefCell::new(Slots::new()),
-            parent: Some(parent.clone()),
-            with: Some(attrs),
-        }))
+        Env::new(Some(parent), smallvec::smallvec![attrs])
     }
     /// The environment `up` levels above this one.
     #[inline]
@@ -137,9 +133,12 @@ pub enum Ir {
         idx: u32,
         pos: Pos,
     },
-    /// A variable found only in an enclosing `with`, looked up at run time.
+    /// A variable found only in an enclosing `with`, looked up at run time in
+    /// the sets of the enclosing `with` scopes: `withs` are their depths (as
+    /// `up` in [`Ir::Var`]), innermost first; each holds its set in slot 0.
     WithVar {
         name: Sym,
+        withs: Box<[u32]>,
         pos: Pos,
     },
     /// String interpolation: parts are concatenated after coercion.

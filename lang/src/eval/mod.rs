@@ -365,13 +365,12 @@ impl Evaluator {
     }
 
     pub fn force_thunk(&mut self, t: &Thunk) -> EResult<Value> {
-        let state = {
-            let mut b = t.0.borrow_mut();
-            if let ThunkState::Done(v) = &*b {
-                return Ok(v.clone());
-            }
-            std::mem::replace(&mut *b, ThunkState::Blackhole)
-        };
+        let state = t.take();
+        if let ThunkState::Done(v) = &state {
+            let v = v.clone();
+            t.set(state);
+            return Ok(v);
+        }
         let result = self.nested(|ev| match &state {
             ThunkState::Suspended(ir, env) => ev.eval(ir, env),
             ThunkState::Apply(f, a) => ev.call(f, a.clone()),
@@ -384,12 +383,12 @@ impl Evaluator {
         });
         match result {
             Ok(v) => {
-                *t.0.borrow_mut() = ThunkState::Done(v.clone());
+                t.set(ThunkState::Done(v.clone()));
                 Ok(v)
             }
             Err(e) => {
                 if !matches!(state, ThunkState::Blackhole) {
-                    *t.0.borrow_mut() = state;
+                    t.set(state);
                 }
                 Err(e)
             }
@@ -466,8 +465,8 @@ impl Evaluator {
                 let v = env.ancestor(*up).get(*idx);
                 self.force_owned(v).at_pos(*pos)
             }
-            Ir::WithVar { name, pos } => {
-                let v = self.lookup_with(name, env, *pos)?;
+            Ir::WithVar { name, withs, pos } => {
+                let v = self.lookup_with(name, withs, env, *pos)?;
                 self.force_owned(v)
             }
             Ir::Str { parts, pos } => self.eval_interp(parts, env, *pos),
@@ -550,27 +549,23 @@ impl Evaluator {
             .to_string()
     }
 
-    fn lookup_with(&mut self, name: &Sym, env: &Env, pos: Pos) -> EResult<Value> {
-        let mut e = Some(env);
-        while let Some(cur) = e {
-            if let Some(w) = &cur.0.with {
-                let attrs = self.force(w)?;
-                match &attrs {
-                    Value::Attrs(a) => {
-                        if let Some(v) = a.get(name) {
-                            return Ok(v.clone());
-                        }
-                    }
-                    other => {
-                        return Err(EvalError::at(
-                            ErrorKind::Type,
-                            format!("expected a set but found {}", self.describe_value(other)),
-                            pos,
-                        ))
+    fn lookup_with(&mut self, name: &Sym, withs: &[u32], env: &Env, pos: Pos) -> EResult<Value> {
+        for &up in withs {
+            let attrs = self.force_owned(env.ancestor(up).get(0))?;
+            match &attrs {
+                Value::Attrs(a) => {
+                    if let Some(v) = a.get(name) {
+                        return Ok(v.clone());
                     }
                 }
+                other => {
+                    return Err(EvalError::at(
+                        ErrorKind::Type,
+                        format!("expected a set but found {}", self.describe_value(other)),
+                        pos,
+                    ))
+                }
             }
-            e = cur.0.parent.as_ref();
         }
         Err(EvalError::undefined_variable(name, None)).at_pos(pos)
     }
@@ -961,7 +956,7 @@ impl Evaluator {
                 return;
             };
             let slots = inner.slots.get_mut();
-            if inner.with.is_some() || slots.spilled() {
+            if slots.spilled() {
                 return;
             }
             slots.clear();
@@ -1120,10 +1115,10 @@ pub(crate) fn peek_int(ir: &Ir, env: &Env) -> Option<i64> {
         Ir::Const(Value::Int(i)) => Some(*i),
         Ir::Var { up, idx, .. } => match &env.ancestor(*up).0.slots.borrow()[*idx as usize] {
             Value::Int(i) => Some(*i),
-            Value::Thunk(t) => match &*t.0.try_borrow().ok()? {
+            Value::Thunk(t) => t.peek(|s| match s {
                 ThunkState::Done(Value::Int(i)) => Some(*i),
                 _ => None,
-            },
+            }),
             _ => None,
         },
         _ => None,
@@ -1257,6 +1252,45 @@ mod tests {
         assert_eq!(
             crate::value::print::print_value(&ev.force(&v).unwrap()),
             "10000"
+        );
+    }
+
+    fn eval_print(src: &str) -> String {
+        let mut ev = Evaluator::new(EvalSettings::default(), Rc::new(MemStore::new()));
+        let v = ev.eval_string(src, Path::new("/")).unwrap();
+        ev.force_deep(&v).unwrap();
+        crate::value::print::print_value(&v)
+    }
+
+    /// `with` scopes are found by the depths the compiler records, not by a
+    /// mark on the scope: lexical names win, the innermost `with` that has the
+    /// name wins, scopes between the `with`s are skipped, and a `with` scope
+    /// made inside a call survives the recycling of the call's scope.
+    #[test]
+    fn with_lookups_follow_the_compiled_depths() {
+        assert_eq!(
+            eval_print("with { a = 1; b = 2; }; let c = 3; in with { a = 10; }; [ a b c ]"),
+            "[ 10 2 3 ]"
+        );
+        assert_eq!(eval_print("let a = 0; in with { a = 1; }; a"), "0");
+        assert_eq!(
+            eval_print(
+                "with { x = 1; }; (y: let z = y; in with { w = z; }; (v: x + w + v) 100) 10"
+            ),
+            "111"
+        );
+        assert_eq!(
+            eval_print(
+                "let f = x: with { a = x; }; (y: a + y); in \
+                 builtins.foldl' (acc: x: acc + f x 1) 0 [ 1 2 3 ]"
+            ),
+            "9"
+        );
+        assert_eq!(
+            eval_print(
+                "let fs = map (x: with { inherit x; }; _: x) [ 1 2 ]; in map (f: f null) fs"
+            ),
+            "[ 1 2 ]"
         );
     }
 }

@@ -324,7 +324,7 @@ impl Evaluator {
         // Nix's value identity optimisation: the very same value inside a list or
         // set is equal to itself, even a function.
         match (x, y) {
-            (Value::Thunk(a), Value::Thunk(b)) if Rc::ptr_eq(&a.0, &b.0) => return Ok(true),
+            (Value::Thunk(a), Value::Thunk(b)) if a.ptr() == b.ptr() => return Ok(true),
             (Value::Lambda(a), Value::Lambda(b)) if Rc::ptr_eq(a, b) => return Ok(true),
             (Value::PrimOp(a), Value::PrimOp(b)) if Rc::ptr_eq(a, b) => return Ok(true),
             _ => {}
@@ -373,7 +373,7 @@ impl Evaluator {
                     }
                     let (p, q) = (&x[i], &y[i]);
                     let same = match (p, q) {
-                        (Value::Thunk(s), Value::Thunk(t)) if Rc::ptr_eq(&s.0, &t.0) => true,
+                        (Value::Thunk(s), Value::Thunk(t)) if s.ptr() == t.ptr() => true,
                         _ => self.equal(p, q)?,
                     };
                     if !same {

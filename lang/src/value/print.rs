@@ -12,7 +12,7 @@
 use std::collections::HashSet;
 use std::fmt::Write;
 
-use super::{Thunk, ThunkState, Value};
+use super::{Thunk, Value};
 
 /// Prints a value; forced thunks show their value, unforced ones `«thunk»`.
 pub fn print_value(v: &Value) -> String {
@@ -28,10 +28,7 @@ pub fn print_value_shallow(v: &Value) -> String {
 }
 
 fn thunk_value(t: &Thunk) -> Option<Value> {
-    match &*t.0.borrow() {
-        ThunkState::Done(v) => Some(v.clone()),
-        _ => None,
-    }
+    t.value()
 }
 
 fn print_into(out: &mut String, v: &Value, seen: &mut HashSet<usize>, holder: Option<usize>) {
