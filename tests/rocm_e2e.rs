@@ -13,8 +13,9 @@
 //! `ROCMX_E2E_STORE=DIR` reuses a store between runs; `ROCMX_ROCM_GFX`
 //! picks the target (default gfx1100).
 //!
-//! The first heavy layer, rocSPARSE and hipSPARSE with their test programs
-//! (about two hours more), runs only with `ROCMX_ROCM_E2E_HEAVY=1`.
+//! The heavy layers, rocSPARSE and hipSPARSE (about an hour more) and rocFFT
+//! and hipFFT (about a quarter of an hour) with their test programs, run only
+//! with `ROCMX_ROCM_E2E_HEAVY=1`.
 
 mod common;
 use common::{err, out};
@@ -287,6 +288,31 @@ fn the_sparse_layer_builds_and_rebuilds_identically() {
         "rocsparse.tests.spmv",
         "hipsparse.tests.spmv",
     ] {
+        check(&store, &format!(".#{p}"), &gfx);
+    }
+    eprintln!("all in {:.0} s", t0.elapsed().as_secs_f64());
+}
+
+/// The FFT layer: rocFFT (about 12 min for one target on two cores, without
+/// its ahead-of-time kernel cache) and hipFFT over it, with their test
+/// programs, then `--check`. Like the sparse layer, only with
+/// `ROCMX_ROCM_E2E_HEAVY=1`.
+#[test]
+fn the_fft_layer_builds_and_rebuilds_identically() {
+    if std::env::var_os("ROCMX_ROCM_E2E_HEAVY").is_none() {
+        eprintln!("skipped: set ROCMX_ROCM_E2E_HEAVY=1 to build rocFFT and hipFFT (about 15 min for one target on 2 cores)");
+        return;
+    }
+    let Setup {
+        _tmp,
+        store,
+        gfx,
+        gpu,
+    } = setup();
+    let t0 = Instant::now();
+    library_test(&store, "rocfft", "dft", "rocfft-dft", &gfx, gpu);
+    library_test(&store, "hipfft", "dft", "hipfft-dft", &gfx, gpu);
+    for p in ["rocfft", "hipfft", "rocfft.tests.dft", "hipfft.tests.dft"] {
         check(&store, &format!(".#{p}"), &gfx);
     }
     eprintln!("all in {:.0} s", t0.elapsed().as_secs_f64());

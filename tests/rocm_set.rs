@@ -164,6 +164,18 @@ fn the_flake_passes_gfx_to_the_set_and_the_test_programs_follow_it() {
         path("rocrand.gpuTargets", "gfx1100,gfx90a"),
         "[ \"gfx1100\" \"gfx90a\" ]\n"
     );
+    // A host library outside ROCm (rocSOLVER's {fmt}, Debian's binary)
+    // never follows the target list.
+    assert_eq!(
+        path("rocmPackages.fmt.drvPath", "gfx90a"),
+        path("rocmPackages.fmt.drvPath", "gfx90a,gfx1100")
+    );
+    assert_eq!(
+        path("rocmPackages.fmt.name", "gfx1100"),
+        "\"fmt-11.1.1+ds1\"\n"
+    );
+    // rocFFT's reproducibility fix is applied (found by `rocmx verify`).
+    assert!(path("rocfft.patches", "gfx1100").contains("rocfft-sorted-kernel-list.patch"));
 }
 
 #[test]

@@ -15,6 +15,7 @@
 #     rocsparse, hipsparse, rocsolver, hipsolver, rocfft, hipfft, rocblas,
 #     hipblas, hipblaslt, miopen, magma-rocm
 #   pytorch-rocm
+#   (and host libraries the build root lacks: fmt)
 #
 # Arguments:
 #   gpuTargets    the gfx targets gfx-dependent packages are built for (the
@@ -64,6 +65,10 @@ let
     rocm-cmake = self.callPackage ./rocm-cmake.nix { };
     rocminfo = self.callPackage ./rocminfo.nix { };
     rocm-smi-lib = self.callPackage ./rocm-smi-lib.nix { };
+
+    # Host libraries outside ROCm that a build needs and the build root lacks
+    # (gfx-independent; `.#rocmPackages.fmt`).
+    fmt = self.callPackage ./fmt.nix { };
 
     # gfx-dependent libraries.
     rocprim = self.callPackage ./rocprim.nix { };

@@ -181,18 +181,20 @@ let
     "-DBUILD_CLIENTS_SAMPLES=OFF"
   ];
 
-  hipLibrary = { pname, version, src, gpuTargets, supported ? rocm64Targets, hipcc, buildInputs ? [ ], propagatedBuildInputs ? [ ], cmakeFlags ? [ ], meta ? { }, passthru ? { }, postPatch ? "" }:
+  hipLibrary = { pname, version, src, gpuTargets, supported ? rocm64Targets, hipcc, buildInputs ? [ ], propagatedBuildInputs ? [ ], cmakeFlags ? [ ], meta ? { }, passthru ? { }, postPatch ? "", patches ? [ ] }:
     let
       targets = gfx { inherit pname supported; requested = gpuTargets; };
     in
-    stdenv.mkDerivation {
+    # `patches` only when there are some, so the libraries without any keep
+    # their derivations.
+    stdenv.mkDerivation ((if patches == [ ] then { } else { inherit patches; }) // {
       inherit pname version src buildInputs propagatedBuildInputs postPatch;
       nativeBuildInputs = [ hipcc ];
       gpuTargets = targets;
       cmakeFlags = hipCmakeFlags targets ++ cmakeFlags;
       passthru = passthru // { gfxDependent = true; gpuTargets = targets; };
       meta = meta // { gpuTargets = supported; };
-    };
+    });
 
   # A hipTest targetCheck for a test program without kernels of its own:
   # the gfx targets of the offload bundle in a shared library of the package
