@@ -1,5 +1,6 @@
 # rocFFT: fast Fourier transforms on AMD GPUs, from Debian's upstream tarball, compiled for the requested gfx targets.
-# Built here for gfx1100 (2026-12-03): 709 s, 76 build steps. Without the
+# Built here for gfx1100 (2026-12-03): 709 s, 76 build steps; NOT
+# reproducible yet (README "What has been verified here"). Without the
 # ahead-of-time kernel cache (see cmakeFlags) the library holds code objects
 # only for its helper kernels; FFT kernels are compiled by hipRTC on first use.
 #
@@ -19,8 +20,9 @@ let self = rocmLib.hipLibrary {
   };
   inherit gpuTargets hipcc;
   buildInputs = [ clr rocm-cmake ];
-  # Found by `rocmx verify`: the library's object order followed a Python
-  # set's, which changes from run to run.
+  # The generated build files' order followed a Python set's, which changes
+  # from run to run. Not what makes librocfft.so differ between two builds
+  # (`rocmx verify`: exception tables and device code; not fixed yet).
   patches = [ ./patches/rocfft-sorted-kernel-list.patch ];
   cmakeFlags = [
     # Upstream downloads an SQLite amalgamation at configure time; the build
