@@ -181,13 +181,14 @@ let
     "-DBUILD_CLIENTS_SAMPLES=OFF"
   ];
 
-  hipLibrary = { pname, version, src, gpuTargets, supported ? rocm64Targets, hipcc, buildInputs ? [ ], propagatedBuildInputs ? [ ], cmakeFlags ? [ ], meta ? { }, passthru ? { }, postPatch ? "", patches ? [ ] }:
+  hipLibrary = { pname, version, src, gpuTargets, supported ? rocm64Targets, hipcc, buildInputs ? [ ], propagatedBuildInputs ? [ ], cmakeFlags ? [ ], meta ? { }, passthru ? { }, postPatch ? "", patches ? [ ], buildPhase ? null }:
     let
       targets = gfx { inherit pname supported; requested = gpuTargets; };
     in
-    # `patches` only when there are some, so the libraries without any keep
-    # their derivations.
-    stdenv.mkDerivation ((if patches == [ ] then { } else { inherit patches; }) // {
+    # `patches` and `buildPhase` only when given, so the libraries without
+    # them keep their derivations.
+    stdenv.mkDerivation ((if patches == [ ] then { } else { inherit patches; })
+      // (if buildPhase == null then { } else { inherit buildPhase; }) // {
       inherit pname version src buildInputs propagatedBuildInputs postPatch;
       nativeBuildInputs = [ hipcc ];
       gpuTargets = targets;

@@ -24,6 +24,15 @@ let self = rocmLib.hipLibrary {
   # from run to run. Not what makes librocfft.so differ between two builds
   # (`rocmx verify`: exception tables and device code; not fixed yet).
   patches = [ ./patches/rocfft-sorted-kernel-list.patch ];
+  # clang 21's HIP compile of library/src/powX.cpp (the one translation unit
+  # with device code) emits its static device variables (the default
+  # load/store callbacks) in an order that follows their addresses: two
+  # compiles of it differ, and with address-space randomisation off they do
+  # not (checked: four compiles, two each way). So the build runs without
+  # ASLR; found by `rocmx verify` ("differs even without variations").
+  buildPhase = ''
+    setarch "$(uname -m)" -R cmake --build "$cmakeBuildDir" -j "$NIX_BUILD_CORES"
+  '';
   cmakeFlags = [
     # Upstream downloads an SQLite amalgamation at configure time; the build
     # has no network, and the build root carries Debian's libsqlite3-dev.
