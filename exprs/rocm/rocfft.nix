@@ -1,6 +1,7 @@
 # rocFFT: fast Fourier transforms on AMD GPUs, from Debian's upstream tarball, compiled for the requested gfx targets.
-# Built here for gfx1100 (2026-12-03): 709 s, 76 build steps; NOT
-# reproducible yet (README "What has been verified here"). Without the
+# Built here for gfx1100 (2026-12-03): 709 s, 76 build steps; not yet
+# reproducible under `rocmx verify`'s variations (identical without them;
+# README "What has been verified here"). Without the
 # ahead-of-time kernel cache (see cmakeFlags) the library holds code objects
 # only for its helper kernels; FFT kernels are compiled by hipRTC on first use.
 #
@@ -29,7 +30,8 @@ let self = rocmLib.hipLibrary {
   # load/store callbacks) in an order that follows their addresses: two
   # compiles of it differ, and with address-space randomisation off they do
   # not (checked: four compiles, two each way). So the build runs without
-  # ASLR; found by `rocmx verify` ("differs even without variations").
+  # ASLR; found by `rocmx verify` ("differs even without variations"). The
+  # variations still change it (addresses follow earlier allocations).
   buildPhase = ''
     setarch "$(uname -m)" -R cmake --build "$cmakeBuildDir" -j "$NIX_BUILD_CORES"
   '';
