@@ -263,14 +263,14 @@ fn the_compiler_layer_and_the_first_libraries_build_and_rebuild_identically() {
     eprintln!("all in {:.0} s", t0.elapsed().as_secs_f64());
 }
 
-/// The first heavy layer: rocSPARSE (about an hour for one target on two
-/// cores) and hipSPARSE over it, with their test programs, then `--check`.
-/// Separate from the test above because of its cost; it shares its store
+/// A heavy layer (only with `ROCMX_ROCM_E2E_HEAVY=1`, `cost` says how long
+/// it takes): each `(package, test)` built with its test program
+/// `<package>-<test>` (see [`library_test`]), then every package and test
+/// program rebuilt with `--check`. It shares the store of the other tests
 /// when `ROCMX_E2E_STORE` is set.
-#[test]
-fn the_sparse_layer_builds_and_rebuilds_identically() {
+fn heavy_layer(what: &str, cost: &str, libs: &[(&str, &str)]) {
     if std::env::var_os("ROCMX_ROCM_E2E_HEAVY").is_none() {
-        eprintln!("skipped: set ROCMX_ROCM_E2E_HEAVY=1 to build rocSPARSE and hipSPARSE (about 2 h for one target on 2 cores)");
+        eprintln!("skipped: set ROCMX_ROCM_E2E_HEAVY=1 to build {what} ({cost} for one target on 2 cores)");
         return;
     }
     let Setup {
@@ -280,40 +280,35 @@ fn the_sparse_layer_builds_and_rebuilds_identically() {
         gpu,
     } = setup();
     let t0 = Instant::now();
-    library_test(&store, "rocsparse", "spmv", "rocsparse-spmv", &gfx, gpu);
-    library_test(&store, "hipsparse", "spmv", "hipsparse-spmv", &gfx, gpu);
-    for p in [
-        "rocsparse",
-        "hipsparse",
-        "rocsparse.tests.spmv",
-        "hipsparse.tests.spmv",
-    ] {
-        check(&store, &format!(".#{p}"), &gfx);
+    for (pkg, test) in libs {
+        library_test(&store, pkg, test, &format!("{pkg}-{test}"), &gfx, gpu);
+    }
+    for (pkg, test) in libs {
+        check(&store, &format!(".#{pkg}"), &gfx);
+        check(&store, &format!(".#{pkg}.tests.{test}"), &gfx);
     }
     eprintln!("all in {:.0} s", t0.elapsed().as_secs_f64());
 }
 
+/// The first heavy layer: rocSPARSE (about an hour for one target on two
+/// cores) and hipSPARSE over it, with their test programs, then `--check`.
+#[test]
+fn the_sparse_layer_builds_and_rebuilds_identically() {
+    heavy_layer(
+        "rocSPARSE and hipSPARSE",
+        "about 2 h",
+        &[("rocsparse", "spmv"), ("hipsparse", "spmv")],
+    );
+}
+
 /// The FFT layer: rocFFT (about 12 min for one target on two cores, without
 /// its ahead-of-time kernel cache) and hipFFT over it, with their test
-/// programs, then `--check`. Like the sparse layer, only with
-/// `ROCMX_ROCM_E2E_HEAVY=1`.
+/// programs, then `--check`.
 #[test]
 fn the_fft_layer_builds_and_rebuilds_identically() {
-    if std::env::var_os("ROCMX_ROCM_E2E_HEAVY").is_none() {
-        eprintln!("skipped: set ROCMX_ROCM_E2E_HEAVY=1 to build rocFFT and hipFFT (about 15 min for one target on 2 cores)");
-        return;
-    }
-    let Setup {
-        _tmp,
-        store,
-        gfx,
-        gpu,
-    } = setup();
-    let t0 = Instant::now();
-    library_test(&store, "rocfft", "dft", "rocfft-dft", &gfx, gpu);
-    library_test(&store, "hipfft", "dft", "hipfft-dft", &gfx, gpu);
-    for p in ["rocfft", "hipfft", "rocfft.tests.dft", "hipfft.tests.dft"] {
-        check(&store, &format!(".#{p}"), &gfx);
-    }
-    eprintln!("all in {:.0} s", t0.elapsed().as_secs_f64());
+    heavy_layer(
+        "rocFFT and hipFFT",
+        "about 15 min",
+        &[("rocfft", "dft"), ("hipfft", "dft")],
+    );
 }

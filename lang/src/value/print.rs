@@ -12,7 +12,7 @@
 use std::collections::HashSet;
 use std::fmt::Write;
 
-use super::{Thunk, Value};
+use super::Value;
 
 /// Prints a value; forced thunks show their value, unforced ones `«thunk»`.
 pub fn print_value(v: &Value) -> String {
@@ -27,13 +27,9 @@ pub fn print_value_shallow(v: &Value) -> String {
     print_value(v)
 }
 
-fn thunk_value(t: &Thunk) -> Option<Value> {
-    t.value()
-}
-
 fn print_into(out: &mut String, v: &Value, seen: &mut HashSet<usize>, holder: Option<usize>) {
     stacker::maybe_grow(64 * 1024, 4 * 1024 * 1024, || match v {
-        Value::Thunk(t) => match thunk_value(t) {
+        Value::Thunk(t) => match t.value() {
             Some(inner) => print_into(out, &inner, seen, Some(t.ptr())),
             None => out.push_str("«thunk»"),
         },
