@@ -26,6 +26,11 @@
       default = [ ];
       description = "packages taken from Debian binaries to build from source instead, once their source is supplied with 'rocmx store add-fixed'";
     };
+    fromBinary = {
+      type = "list of string";
+      default = [ ];
+      description = "packages built from source to take from Debian's binary instead (rocsolver: hours per target on a small machine)";
+    };
     allowNonfree = {
       type = "bool";
       default = false;
@@ -38,7 +43,7 @@
       system = builtins.currentSystem;
       rocmFor = args: import ./exprs/rocm ({
         gpuTargets = config.gfxTargets;
-        inherit (config) fromSource allowNonfree;
+        inherit (config) fromSource fromBinary allowNonfree;
       } // args);
       rocm = rocmFor { };
       names = [

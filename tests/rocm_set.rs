@@ -174,8 +174,19 @@ fn the_flake_passes_gfx_to_the_set_and_the_test_programs_follow_it() {
         path("rocmPackages.fmt.name", "gfx1100"),
         "\"fmt-11.1.1+ds1\"\n"
     );
-    // rocFFT's reproducibility fix is applied (found by `rocmx verify`).
-    assert!(path("rocfft.patches", "gfx1100").contains("rocfft-sorted-kernel-list.patch"));
+    // So does MAGMA's LAPACK (Debian's reference build), named by file
+    // because unpacking does not run update-alternatives.
+    assert_eq!(
+        path("rocmPackages.lapack.drvPath", "gfx90a"),
+        path("rocmPackages.lapack.drvPath", "gfx90a,gfx1100")
+    );
+    let flags = path("magma-rocm.cmakeFlags", "gfx1100");
+    assert!(flags.contains("/lib/x86_64-linux-gnu/lapack/liblapack.so;"), "{flags}");
+    assert!(flags.contains("-DGPU_TARGET=gfx1100"), "{flags}");
+    // rocFFT's reproducibility fixes are applied (found by `rocmx verify`).
+    let patches = path("rocfft.patches", "gfx1100");
+    assert!(patches.contains("rocfft-sorted-kernel-list.patch"), "{patches}");
+    assert!(patches.contains("rocfft-default-callbacks-in-order.patch"), "{patches}");
 }
 
 #[test]
@@ -192,6 +203,7 @@ fn flake_show_lists_the_set_and_its_parameters() {
     }
     assert!(text.contains("gfxTargets (gfx targets)"), "{text}");
     assert!(text.contains("fromSource (list of string)"), "{text}");
+    assert!(text.contains("fromBinary (list of string)"), "{text}");
 }
 
 #[test]
@@ -290,6 +302,15 @@ fn errors_name_the_target_the_package_and_the_fix() {
         set.display()
     ));
     assert!(e.contains("fromSource names rocbals"), "{e}");
+    // Asking for a Debian binary of a package that has none here.
+    let e = fail(format!(
+        "(import {} {{ fromBinary = [ \"rocfft\" ]; }}).rocfft.drvPath",
+        set.display()
+    ));
+    assert!(
+        e.contains("fromBinary names rocfft, which the ROCm set cannot take from a Debian binary; the packages it can: rocsolver"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -366,6 +387,38 @@ in {{ hiprand = row "hiprand"; rocminfo = row "rocminfo"; rocm-cmake = row "rocm
         assert_eq!(r["source"], serde_json::Value::Null, "{name}: {r}");
         assert_eq!(r["srcName"], file, "{name}: {r}");
     }
+}
+
+/// `fromBinary` is the other direction: a package built from source by default
+/// (rocSOLVER, hours per target on two cores) taken from Debian's pinned
+/// binary, with the request checked against the binary's recorded targets,
+/// and its dependents built against it.
+#[test]
+fn from_binary_takes_a_source_package_from_debian_without_editing_the_expression() {
+    let store = tempfile::tempdir().unwrap();
+    let set = repo().join("exprs/rocm");
+    let v = eval_json(
+        store.path(),
+        &format!(
+            r#"let
+  src = import {set} {{ }};
+  bin = import {set} {{ fromBinary = [ "rocsolver" ]; }};
+in {{
+  source = src.rocsolver.meta.fromBinary or null;
+  srcName = src.rocsolver.src.name;
+  binary = bin.rocsolver.meta.fromBinary or null;
+  targets = bin.rocsolver.gpuTargets;
+  hipblasSame = src.hipblas.drvPath == bin.hipblas.drvPath;
+}}"#,
+            set = set.display()
+        ),
+    );
+    assert_eq!(v["source"], serde_json::Value::Null, "{v}");
+    assert_eq!(v["srcName"], "rocsolver_6.4.3.orig.tar.gz", "{v}");
+    assert!(v["binary"].as_str().unwrap().contains("fromBinary"), "{v}");
+    assert_eq!(v["targets"], serde_json::json!(["gfx1100"]), "{v}");
+    // hipBLAS runs on rocSOLVER: it follows the choice.
+    assert_eq!(v["hipblasSame"], false, "{v}");
 }
 
 /// `rocmLib.hipCuidLauncher`, the CMake compiler launcher that makes HIP

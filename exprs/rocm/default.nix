@@ -15,7 +15,7 @@
 #     rocsparse, hipsparse, rocsolver, hipsolver, rocfft, hipfft, rocblas,
 #     hipblas, hipblaslt, miopen, magma-rocm
 #   pytorch-rocm
-#   (and host libraries the build root lacks: fmt)
+#   (and host libraries the build root lacks: fmt, lapack)
 #
 # Arguments:
 #   gpuTargets    the gfx targets gfx-dependent packages are built for (the
@@ -26,10 +26,15 @@
 #                 default (their source is not served by the mirror) to build
 #                 from source instead, once the source is supplied
 #                 (`rocmx store add-fixed sha256 FILE`).
+#   fromBinary    names of packages built from source by default to take from
+#                 Debian's pinned binary instead (a machine that cannot spend
+#                 the hours they take; the binary's recorded targets are
+#                 checked against the request). Only those in `binaryCapable`.
 #   allowNonfree  as the stdenv's.
 { gpuTargets ? [ "gfx1100" ]
 , overlays ? [ ]
 , fromSource ? [ ]
+, fromBinary ? [ ]
 , allowNonfree ? false
 }:
 let
@@ -46,6 +51,10 @@ let
     "rocfft" "hipfft" "rocblas" "hipblas" "hipblaslt" "miopen" "magma-rocm" "pytorch-rocm"
   ];
   badFromSource = builtins.filter (n: !(builtins.elem n known)) fromSource;
+  # The packages built from source by default that can also be taken from
+  # Debian's binary.
+  binaryCapable = [ "rocsolver" ];
+  badFromBinary = builtins.filter (n: !(builtins.elem n binaryCapable)) fromBinary;
 
   packages = self: {
     inherit gpuTargets stdenv gpu licenses;
@@ -53,6 +62,9 @@ let
     # Whether `name` is to be built from source although its source is not
     # served (see fromSource above).
     wantSource = name: builtins.elem name fromSource;
+    # Whether `name` is to be taken from Debian's binary although it builds
+    # from source (see fromBinary above).
+    wantBinary = name: builtins.elem name fromBinary;
     rocmVersion = "6.4";
 
     # Compiler and runtime (gfx-independent).
@@ -67,8 +79,9 @@ let
     rocm-smi-lib = self.callPackage ./rocm-smi-lib.nix { };
 
     # Host libraries outside ROCm that a build needs and the build root lacks
-    # (gfx-independent; `.#rocmPackages.fmt`).
+    # (gfx-independent; `.#rocmPackages.fmt`, `.#rocmPackages.lapack`).
     fmt = self.callPackage ./fmt.nix { };
+    lapack = self.callPackage ./lapack.nix { };
 
     # gfx-dependent libraries.
     rocprim = self.callPackage ./rocprim.nix { };
@@ -95,5 +108,7 @@ let
 in
 if badFromSource != [ ] then
   throw "fromSource names ${builtins.concatStringsSep ", " badFromSource}, which the ROCm set does not have; its packages are: ${builtins.concatStringsSep " " known}"
+else if badFromBinary != [ ] then
+  throw "fromBinary names ${builtins.concatStringsSep ", " badFromBinary}, which the ROCm set cannot take from a Debian binary; the packages it can: ${builtins.concatStringsSep " " binaryCapable}"
 else
   base.overrideScope (fp.composeManyExtensions overlays)

@@ -1,6 +1,6 @@
 # MAGMA: dense linear algebra on CPU and GPU (HIP build), from Debian's upstream tarball, compiled for the requested gfx targets.
 # Never built on the development machines yet (see meta.broken).
-{ rocmLib, licenses, gpuTargets, hipcc, clr, rocblas, hipblas, hipsparse }:
+{ rocmLib, licenses, gpuTargets, hipcc, clr, rocblas, hipblas, hipsparse, lapack }:
 rocmLib.hipLibrary {
   pname = "magma-rocm";
   version = "2.9.0";
@@ -12,8 +12,20 @@ rocmLib.hipLibrary {
     sha256 = "1b1a65d941dc37890958964652bd606e1c3f7876fd3015f068cc918ba530d12d";
   };
   inherit gpuTargets hipcc;
-  buildInputs = [ clr rocblas hipblas hipsparse ];
-  cmakeFlags = [ "-DMAGMA_ENABLE_HIP=ON" ];
+  buildInputs = [ clr rocblas hipblas hipsparse lapack ];
+  cmakeFlags = [
+    "-DMAGMA_ENABLE_HIP=ON"
+    # MAGMA's Fortran interface and testers need gfortran, which the build
+    # root lacks; the C/C++ library does not.
+    "-DUSE_FORTRAN=OFF"
+    # Its CPU side calls LAPACK and BLAS (Debian's reference builds, see
+    # ./lapack.nix for why they are named by file).
+    "-DLAPACK_LIBRARIES=${lapack.libraries}"
+    # MAGMA's own target variable; its list of known targets stops at
+    # gfx1033 and only feeds a variable nothing uses. The code objects'
+    # targets come from hip::device (GPU_TARGETS, set for every HIP library).
+    "-DGPU_TARGET=${builtins.concatStringsSep " " gpuTargets}"
+  ];
   meta = {
     description = "MAGMA: dense linear algebra on CPU and GPU (HIP build)";
     homepage = "https://icl.utk.edu/magma/";

@@ -1,7 +1,5 @@
 # rocFFT: fast Fourier transforms on AMD GPUs, from Debian's upstream tarball, compiled for the requested gfx targets.
-# Built here for gfx1100 (2026-12-03): 709 s, 76 build steps; not yet
-# reproducible under `rocmx verify`'s variations (identical without them;
-# README "What has been verified here"). Without the
+# Built here for gfx1100 (2026-12-03): 709 s, 76 build steps. Without the
 # ahead-of-time kernel cache (see cmakeFlags) the library holds code objects
 # only for its helper kernels; FFT kernels are compiled by hipRTC on first use.
 #
@@ -22,19 +20,17 @@ let self = rocmLib.hipLibrary {
   inherit gpuTargets hipcc;
   buildInputs = [ clr rocm-cmake ];
   # The generated build files' order followed a Python set's, which changes
-  # from run to run. Not what makes librocfft.so differ between two builds
-  # (`rocmx verify`: exception tables and device code; not fixed yet).
-  patches = [ ./patches/rocfft-sorted-kernel-list.patch ];
-  # clang 21's HIP compile of library/src/powX.cpp (the one translation unit
-  # with device code) emits its static device variables (the default
-  # load/store callbacks) in an order that follows their addresses: two
-  # compiles of it differ, and with address-space randomisation off they do
-  # not (checked: four compiles, two each way). So the build runs without
-  # ASLR; found by `rocmx verify` ("differs even without variations"). The
-  # variations still change it (addresses follow earlier allocations).
-  buildPhase = ''
-    setarch "$(uname -m)" -R cmake --build "$cmakeBuildDir" -j "$NIX_BUILD_CORES"
-  '';
+  # from run to run (kept: the order of the build, not of the library).
+  # clang 21 emitted powX.cpp's static device variables (the default
+  # load/store callbacks, the one translation unit with device code) in an
+  # order that followed their addresses in the compiler's memory, so every
+  # compile gave another code object; the second patch names them from
+  # device code in declaration order first (see its header). Found by
+  # `rocmx verify` ("differs even without variations").
+  patches = [
+    ./patches/rocfft-sorted-kernel-list.patch
+    ./patches/rocfft-default-callbacks-in-order.patch
+  ];
   cmakeFlags = [
     # Upstream downloads an SQLite amalgamation at configure time; the build
     # has no network, and the build root carries Debian's libsqlite3-dev.
