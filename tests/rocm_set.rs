@@ -181,12 +181,21 @@ fn the_flake_passes_gfx_to_the_set_and_the_test_programs_follow_it() {
         path("rocmPackages.lapack.drvPath", "gfx90a,gfx1100")
     );
     let flags = path("magma-rocm.cmakeFlags", "gfx1100");
-    assert!(flags.contains("/lib/x86_64-linux-gnu/lapack/liblapack.so;"), "{flags}");
+    assert!(
+        flags.contains("/lib/x86_64-linux-gnu/lapack/liblapack.so;"),
+        "{flags}"
+    );
     assert!(flags.contains("-DGPU_TARGET=gfx1100"), "{flags}");
     // rocFFT's reproducibility fixes are applied (found by `rocmx verify`).
     let patches = path("rocfft.patches", "gfx1100");
-    assert!(patches.contains("rocfft-sorted-kernel-list.patch"), "{patches}");
-    assert!(patches.contains("rocfft-default-callbacks-in-order.patch"), "{patches}");
+    assert!(
+        patches.contains("rocfft-sorted-kernel-list.patch"),
+        "{patches}"
+    );
+    assert!(
+        patches.contains("rocfft-default-callbacks-in-order.patch"),
+        "{patches}"
+    );
 }
 
 #[test]
