@@ -47,11 +47,17 @@ fn ok(o: &Output) -> String {
 
 /// Builds an installable and returns the physical path of its output.
 fn build(store: &Path, installable: &str, gfx: &str) -> PathBuf {
+    build_with(store, installable, gfx, &[])
+}
+
+/// [`build`] with flake parameters (`--set NAME=VALUE`, each of `set`).
+fn build_with(store: &Path, installable: &str, gfx: &str, set: &[&str]) -> PathBuf {
     let t = Instant::now();
-    let json = ok(&run(
-        store,
-        &["build", installable, "--gfx", gfx, "--no-link", "--json"],
-    ));
+    let mut args = vec!["build", installable, "--gfx", gfx, "--no-link", "--json"];
+    for s in set {
+        args.extend(["--set", s]);
+    }
+    let json = ok(&run(store, &args));
     let j: serde_json::Value = serde_json::from_str(&json).unwrap();
     let p = j["outputs"][0]["outputs"]["out"].as_str().unwrap();
     eprintln!("built {installable} in {:.1} s", t.elapsed().as_secs_f64());
@@ -59,11 +65,17 @@ fn build(store: &Path, installable: &str, gfx: &str) -> PathBuf {
 }
 
 fn check(store: &Path, installable: &str, gfx: &str) {
+    check_with(store, installable, gfx, &[])
+}
+
+/// [`check`] with flake parameters, as [`build_with`].
+fn check_with(store: &Path, installable: &str, gfx: &str, set: &[&str]) {
     let t = Instant::now();
-    ok(&run(
-        store,
-        &["build", installable, "--gfx", gfx, "--no-link", "--check"],
-    ));
+    let mut args = vec!["build", installable, "--gfx", gfx, "--no-link", "--check"];
+    for s in set {
+        args.extend(["--set", s]);
+    }
+    ok(&run(store, &args));
     eprintln!(
         "--check {installable}: bit-identical ({:.1} s)",
         t.elapsed().as_secs_f64()
@@ -152,8 +164,21 @@ fn setup() -> Setup {
 /// objects must be exactly `gfx`, and the program runs where a GPU exists and
 /// says there is none (exit 77) where not.
 fn library_test(store: &Path, pkg: &str, test: &str, name: &str, gfx: &str, gpu: bool) {
-    build(store, &format!(".#{pkg}"), gfx);
-    let t = build(store, &format!(".#{pkg}.tests.{test}"), gfx);
+    library_test_with(store, pkg, test, name, gfx, gpu, &[])
+}
+
+/// [`library_test`] with flake parameters, as [`build_with`].
+fn library_test_with(
+    store: &Path,
+    pkg: &str,
+    test: &str,
+    name: &str,
+    gfx: &str,
+    gpu: bool,
+    set: &[&str],
+) {
+    build_with(store, &format!(".#{pkg}"), gfx, set);
+    let t = build_with(store, &format!(".#{pkg}.tests.{test}"), gfx, set);
     let targets = std::fs::read_to_string(t.join("targets")).unwrap();
     assert_eq!(
         targets,
@@ -266,9 +291,9 @@ fn the_compiler_layer_and_the_first_libraries_build_and_rebuild_identically() {
 /// A heavy layer (only with `ROCMX_ROCM_E2E_HEAVY=1`, `cost` says how long
 /// it takes): each `(package, test)` built with its test program
 /// `<package>-<test>` (see [`library_test`]), then every package and test
-/// program rebuilt with `--check`. It shares the store of the other tests
-/// when `ROCMX_E2E_STORE` is set.
-fn heavy_layer(what: &str, cost: &str, libs: &[(&str, &str)]) {
+/// program rebuilt with `--check`, all with the flake parameters `set`. It
+/// shares the store of the other tests when `ROCMX_E2E_STORE` is set.
+fn heavy_layer(what: &str, cost: &str, libs: &[(&str, &str)], set: &[&str]) {
     if std::env::var_os("ROCMX_ROCM_E2E_HEAVY").is_none() {
         eprintln!("skipped: set ROCMX_ROCM_E2E_HEAVY=1 to build {what} ({cost} for one target on 2 cores)");
         return;
@@ -281,11 +306,11 @@ fn heavy_layer(what: &str, cost: &str, libs: &[(&str, &str)]) {
     } = setup();
     let t0 = Instant::now();
     for (pkg, test) in libs {
-        library_test(&store, pkg, test, &format!("{pkg}-{test}"), &gfx, gpu);
+        library_test_with(&store, pkg, test, &format!("{pkg}-{test}"), &gfx, gpu, set);
     }
     for (pkg, test) in libs {
-        check(&store, &format!(".#{pkg}"), &gfx);
-        check(&store, &format!(".#{pkg}.tests.{test}"), &gfx);
+        check_with(&store, &format!(".#{pkg}"), &gfx, set);
+        check_with(&store, &format!(".#{pkg}.tests.{test}"), &gfx, set);
     }
     eprintln!("all in {:.0} s", t0.elapsed().as_secs_f64());
 }
@@ -298,6 +323,7 @@ fn the_sparse_layer_builds_and_rebuilds_identically() {
         "rocSPARSE and hipSPARSE",
         "about 2 h",
         &[("rocsparse", "spmv"), ("hipsparse", "spmv")],
+        &[],
     );
 }
 
@@ -310,5 +336,22 @@ fn the_fft_layer_builds_and_rebuilds_identically() {
         "rocFFT and hipFFT",
         "about 15 min",
         &[("rocfft", "dft"), ("hipfft", "dft")],
+        &[],
+    );
+}
+
+/// The solver layer as a small machine can have it: hipSOLVER built here on
+/// Debian's rocSOLVER (`--set fromBinary=rocsolver`: rocSOLVER from source
+/// takes 4-8 h per target on two cores), with its test program (an LU
+/// factorisation; its check is that Debian's rocSOLVER covers the target),
+/// then `--check`. Needs rocSPARSE, which Debian's rocSOLVER loads (the
+/// sparse layer's hour when the store does not hold it yet).
+#[test]
+fn the_solver_layer_on_debians_rocsolver_builds_and_rebuilds_identically() {
+    heavy_layer(
+        "hipSOLVER on Debian's rocSOLVER",
+        "about 15 min once rocSPARSE is built",
+        &[("hipsolver", "getrf")],
+        &["fromBinary=rocsolver"],
     );
 }

@@ -227,6 +227,23 @@ let
     fi
   '';
 
+  # A hipTest targetCheck for a program on a library taken from Debian's
+  # binary, which Debian builds for LLVM generic targets: each requested
+  # target whose code is in the library's bundles, as itself or as its
+  # generic target (gfx1100 by gfx11-generic). Extra targets in the library
+  # are Debian's choice, not a mismatch.
+  libraryCoversCheck = pkg: file: targets: ''
+    { ${libraryBundleCheck pkg file}
+    } | sort -u > lib-targets
+  '' + builtins.concatStringsSep "" (map (t:
+    let
+      e = gpu.byName (gpu.baseName t);
+      alts = [ t ] ++ (if e == null || e.generic == null then [ ] else [ e.generic ]);
+    in
+    ''
+      if grep -qE '^hipv4-amdgcn-amd-amdhsa--(${builtins.concatStringsSep "|" alts})(:.*)?$' lib-targets; then echo 'hipv4-amdgcn-amd-amdhsa--${t}'; fi
+    '') targets);
+
   hipTest = { name, src, targets, buildInputs ? [ ], nativeBuildInputs ? [ ], libs ? "", targetCheck ? null }:
     stdenv.mkDerivation {
       inherit name src buildInputs nativeBuildInputs libs;
@@ -280,5 +297,5 @@ let
     };
 in
 {
-  inherit origSource debianBinary debianTargets gfx checkKnown covers locked rocm64Targets hipCuidLauncher hipCmakeFlags hipLibrary hipTest libraryBundleCheck;
+  inherit origSource debianBinary debianTargets gfx checkKnown covers locked rocm64Targets hipCuidLauncher hipCmakeFlags hipLibrary hipTest libraryBundleCheck libraryCoversCheck;
 }
