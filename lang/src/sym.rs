@@ -37,9 +37,16 @@ struct SymData {
 #[derive(Clone, Copy)]
 pub struct Sym(&'static SymData);
 
-fn table() -> &'static Mutex<HashMap<&'static str, Sym>> {
-    static TABLE: OnceLock<Mutex<HashMap<&'static str, Sym>>> = OnceLock::new();
-    TABLE.get_or_init(|| Mutex::new(HashMap::new()))
+/// The table hashes names with foldhash, not the standard library's SipHash:
+/// interning is on the path of every computed attribute name (`a.${n}`,
+/// `listToAttrs`), and names are short, where SipHash's setup dominates.
+/// foldhash's per-process random seed keeps hostile names (from `fromJSON`)
+/// from being chosen to collide.
+type Table = HashMap<&'static str, Sym, foldhash::fast::RandomState>;
+
+fn table() -> &'static Mutex<Table> {
+    static TABLE: OnceLock<Mutex<Table>> = OnceLock::new();
+    TABLE.get_or_init(|| Mutex::new(Table::default()))
 }
 
 fn prefix_of(s: &str) -> u64 {
