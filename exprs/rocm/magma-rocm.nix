@@ -13,8 +13,12 @@ rocmLib.hipLibrary {
   };
   inherit gpuTargets hipcc;
   buildInputs = [ clr rocblas hipblas hipsparse lapack ];
+  # CMake 4 and no rocm-core in the root (see the patch's header).
+  patches = [ ./patches/magma-rocm-cmake4.patch ];
   cmakeFlags = [
     "-DMAGMA_ENABLE_HIP=ON"
+    # ROCm 6.4.3, as MAGMA encodes it (major * 10000 + minor * 100 + patch).
+    "-DROCM_VERSION=60403"
     # MAGMA's Fortran interface and testers need gfortran, which the build
     # root lacks; the C/C++ library does not.
     "-DUSE_FORTRAN=OFF"

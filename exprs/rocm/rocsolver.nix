@@ -21,7 +21,9 @@ if wantBinary "rocsolver" then
     debs = [ "librocsolver0" "librocsolver-dev" ];
     reason = "asked for with fromBinary: building it from source takes hours per target";
     inherit gpuTargets meta;
-    buildInputs = [ rocblas rocsparse clr ];
+    # Debian's build links {fmt} as a shared library (libfmt.so.11), where
+    # the source build here embeds it header-only.
+    buildInputs = [ rocblas rocsparse fmt clr ];
   }
 else
 rocmLib.hipLibrary {
