@@ -86,11 +86,14 @@ let
   gfx = { pname, supported, requested }:
     gpu.intersect { inherit pname supported; requested = checkKnown requested; };
 
-  # A request is covered by a binary built for the target itself or for its
-  # LLVM generic target (gfx1100 by gfx11-generic).
-  covers = recorded: t:
+  # The target names whose code runs on target `t`: itself and its LLVM
+  # generic target (gfx1100: gfx1100, gfx11-generic).
+  runsOn = t:
     let e = gpu.byName (gpu.baseName t); in
-    elem (gpu.baseName t) recorded || (e != null && e.generic != null && elem e.generic recorded);
+    [ (gpu.baseName t) ] ++ (if e != null && e.generic != null then [ e.generic ] else [ ]);
+
+  # A request is covered by a binary built for one of those names.
+  covers = recorded: t: builtins.any (n: elem n recorded) (runsOn t);
 
   # Debian sid's default target list (pkg-rocm-tools' rocm-target-arch), for
   # binaries whose index entry records none (`assumedTargets` below).
@@ -235,14 +238,9 @@ let
   libraryCoversCheck = pkg: file: targets: ''
     { ${libraryBundleCheck pkg file}
     } | sort -u > lib-targets
-  '' + builtins.concatStringsSep "" (map (t:
-    let
-      e = gpu.byName (gpu.baseName t);
-      alts = [ t ] ++ (if e == null || e.generic == null then [ ] else [ e.generic ]);
-    in
-    ''
-      if grep -qE '^hipv4-amdgcn-amd-amdhsa--(${builtins.concatStringsSep "|" alts})(:.*)?$' lib-targets; then echo 'hipv4-amdgcn-amd-amdhsa--${t}'; fi
-    '') targets);
+  '' + builtins.concatStringsSep "" (map (t: ''
+    if grep -qE '^hipv4-amdgcn-amd-amdhsa--(${builtins.concatStringsSep "|" (runsOn t)})(:.*)?$' lib-targets; then echo 'hipv4-amdgcn-amd-amdhsa--${t}'; fi
+  '') targets);
 
   hipTest = { name, src, targets, buildInputs ? [ ], nativeBuildInputs ? [ ], libs ? "", targetCheck ? null }:
     stdenv.mkDerivation {
