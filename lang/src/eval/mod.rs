@@ -419,6 +419,15 @@ impl Evaluator {
                 }
                 Value::Thunk(Thunk::new(ThunkState::Suspended(ir.clone(), env.clone())))
             }
+            Ir::Select {
+                expr,
+                path,
+                default: None,
+                ..
+            } => match peek_select(expr, path, env) {
+                Some(v) => v,
+                None => Value::Thunk(Thunk::new(ThunkState::Suspended(ir.clone(), env.clone()))),
+            },
             _ => Value::Thunk(Thunk::new(ThunkState::Suspended(ir.clone(), env.clone()))),
         }
     }
@@ -1113,7 +1122,9 @@ pub fn test_eval(expr: &str) -> Result<String, String> {
 pub(crate) fn peek_int(ir: &Ir, env: &Env) -> Option<i64> {
     match ir {
         Ir::Const(Value::Int(i)) => Some(*i),
-        Ir::Var { up, idx, .. } => match &env.ancestor(*up).0.slots.borrow()[*idx as usize] {
+        // `get`: a scope still being filled may not have the slot yet (`@args`
+        // is pushed after the formals' defaults are made).
+        Ir::Var { up, idx, .. } => match env.ancestor(*up).0.slots.borrow().get(*idx as usize)? {
             Value::Int(i) => Some(*i),
             Value::Thunk(t) => t.peek(|s| match s {
                 ThunkState::Done(Value::Int(i)) => Some(*i),
@@ -1122,6 +1133,42 @@ pub(crate) fn peek_int(ir: &Ir, env: &Env) -> Option<i64> {
             _ => None,
         },
         _ => None,
+    }
+}
+
+/// The value `expr.a.b` selects, when `expr` is a variable and every step is
+/// already evaluated: a set holding the name, down to a final value that is
+/// itself evaluated. Selecting then cannot fail, diverge or add an error
+/// frame, so taking the value now is indistinguishable from a thunk for the
+/// selection (`f cfg.contents`), and saves it. `None` (make the thunk) for
+/// anything else, dynamic names included.
+#[inline]
+fn peek_select(expr: &Ir, path: &[IrAttrName], env: &Env) -> Option<Value> {
+    let Ir::Var { up, idx, .. } = expr else {
+        return None;
+    };
+    // A scope still being filled may not have the slot yet (`@args` is
+    // pushed after the formals' defaults are made).
+    let mut cur = forced(env.ancestor(*up).0.slots.borrow().get(*idx as usize)?)?;
+    for n in path {
+        let IrAttrName::Static(name) = n else {
+            return None;
+        };
+        let Value::Attrs(a) = &cur else {
+            return None;
+        };
+        let next = forced(a.get(*name)?)?;
+        cur = next;
+    }
+    Some(cur)
+}
+
+/// `v` when it is evaluated (itself, or the value of a forced thunk).
+#[inline(always)]
+fn forced(v: &Value) -> Option<Value> {
+    match v {
+        Value::Thunk(t) => t.value(),
+        v => Some(v.clone()),
     }
 }
 
@@ -1260,6 +1307,76 @@ mod tests {
         let v = ev.eval_string(src, Path::new("/")).unwrap();
         ev.force_deep(&v).unwrap();
         crate::value::print::print_value(&v)
+    }
+
+    /// An argument selecting from an evaluated set is taken without a thunk
+    /// (`peek_select`); every case where it may not be (a scope slot still
+    /// being filled, an unevaluated step, a dynamic name, a default, a
+    /// missing or failing attribute) must still give what a thunk gives.
+    #[test]
+    fn selections_from_evaluated_sets_stay_lazy_where_they_must() {
+        let id = "let id = x: x; in";
+        assert_eq!(
+            eval_print(&format!(
+                "{id} let s = {{ a.b = 1; }}; in builtins.seq s (id s.a.b)"
+            )),
+            "1"
+        );
+        assert_eq!(
+            eval_print(&format!(
+                "{id} let s = {{ a = {{ b = 2; }}; }}; in builtins.seq s.a (id s.a.b)"
+            )),
+            "2"
+        );
+        // A default naming a later formal: its slot is not set yet.
+        assert_eq!(
+            eval_print("let f = { d ? c.x, c ? { x = 3; } }: d; in f { }"),
+            "3"
+        );
+        assert_eq!(eval_print("(rec { b = a.x; a = { x = 4; }; }).b"), "4");
+        // A default naming `@args`, which is pushed after the defaults.
+        assert_eq!(
+            eval_print("({ x ? 0, z ? args.x }@args: z) { x = 9; }"),
+            "9"
+        );
+        // The same for arithmetic, which is computed early when it can be: this
+        // panicked (index out of bounds) before the slot was looked up with `get`.
+        assert_eq!(eval_print("({ x ? 0, z ? args + 1 }@args: x) { }"), "0");
+        assert_eq!(eval_print("({ x ? 0, z ? x + 1 }: z) { }"), "1");
+        assert_eq!(
+            eval_print(&format!(
+                "{id} let n = \"x\"; s = {{ x = 5; }}; in builtins.seq s (id s.${{n}})"
+            )),
+            "5"
+        );
+        assert_eq!(
+            eval_print(&format!(
+                "{id} let s = {{ }}; in builtins.seq s (id s.z or 6)"
+            )),
+            "6"
+        );
+        // Missing and failing attributes fail only when the argument is used.
+        assert_eq!(
+            eval_print(&format!(
+                "{id} let s = {{ }}; k = _: 7; in builtins.seq s (k s.z)"
+            )),
+            "7"
+        );
+        assert_eq!(
+            eval_print(&format!(
+                "{id} let s = {{ a = throw \"no\"; }}; k = _: 8; in builtins.seq s (k s.a)"
+            )),
+            "8"
+        );
+        let mut ev = Evaluator::new(EvalSettings::default(), Rc::new(MemStore::new()));
+        let err = ev
+            .eval_string(
+                "let s = { }; id = x: x; in builtins.seq s (id s.z)",
+                Path::new("/"),
+            )
+            .err()
+            .expect("selecting a missing attribute fails");
+        assert!(err.to_string().contains("attribute 'z' missing"), "{err}");
     }
 
     /// `with` scopes are found by the depths the compiler records, not by a
