@@ -786,11 +786,13 @@ impl Evaluator {
                 Value::Lambda(c) if matches!(c.def.param, IrParam::Ident(_)) => {
                     let a = arg(self, i);
                     i += 1;
-                    let mut def = c.def.clone();
+                    // Borrowed, not cloned: the lambdas of a curried chain
+                    // live in `c`, which `f` keeps alive until it is replaced.
+                    let mut def = &c.def;
                     let mut scope = self.arg_scope(&c.env, a);
                     while i < n {
                         let next = match &*def.body {
-                            Ir::Lambda(d) if matches!(d.param, IrParam::Ident(_)) => d.clone(),
+                            Ir::Lambda(d) if matches!(d.param, IrParam::Ident(_)) => d,
                             _ => break,
                         };
                         let a = arg(self, i);
@@ -799,7 +801,7 @@ impl Evaluator {
                         scope = self.arg_scope(&parent, a);
                         def = next;
                     }
-                    let r = self.enter(&def, &scope);
+                    let r = self.enter(def, &scope);
                     self.recycle_scope(scope);
                     f = at(r)?;
                 }
