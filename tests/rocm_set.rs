@@ -243,7 +243,11 @@ fn the_pytorch_plan_covers_the_closure_and_says_what_never_built() {
         "-rocrand-6.4.3.drv",
         "-rocblas-6.4.4.drv",
         "-debian-sid-rocm-dev.drv",
+        // PyTorch's own root (Python 3.13) and its one ROCm prefix.
+        "-debian-sid-pytorch-dev.drv",
+        "-rocm-path-6.4.drv",
         "-librocblas4_6.4.4-4.deb.drv",
+        "-magma-rocm-2.9.0.drv",
     ] {
         assert!(
             build.iter().any(|b| b.ends_with(p)),
@@ -255,6 +259,31 @@ fn the_pytorch_plan_covers_the_closure_and_says_what_never_built() {
     assert!(
         e.contains("warning: pytorch-rocm-2.6.0 is marked broken: never built"),
         "{e}"
+    );
+}
+
+/// `withMagma = false` (what the first builds here used: MAGMA alone takes
+/// hours) leaves MAGMA out of the build and of the ROCm prefix, and says so
+/// to PyTorch's CMake; by default it is in.
+#[test]
+fn pytorch_builds_with_magma_unless_told_otherwise() {
+    let store = tempfile::tempdir().unwrap();
+    let set = repo().join("exprs/rocm");
+    let probe = |over: &str| {
+        let expr = format!(
+            "let p = (import {} {{ }}).pytorch-rocm{over}; \
+             magma = d: builtins.match \".*-magma-rocm-.*\" (toString d) != null; in \
+             [ p.USE_MAGMA (magma p.buildInputs) (magma p.rocmPath.paths) p.PYTHON ]",
+            set.display()
+        );
+        let o = rocmx(store.path(), &["eval", "--strict", "-E", &expr]);
+        assert!(o.status.success(), "{}", err(&o));
+        out(&o)
+    };
+    assert_eq!(probe("").trim(), r#"[ "1" true true "python3.13" ]"#);
+    assert_eq!(
+        probe(".override { withMagma = false; }").trim(),
+        r#"[ "0" false false "python3.13" ]"#
     );
 }
 

@@ -75,8 +75,10 @@ let
   #
   # `orig` and `debian` may also give `size` (bytes, as the Sources index
   # lists it), which `rocmx build --dry-run` shows; `orig.ext` is the
-  # tarball's compression (gz by default).
-  debianSource = { stdenv, pname, version, orig, debian ? null, source ? pname }:
+  # tarball's compression (gz by default). `qaExceptions` waives QA checks
+  # for the source tree (`{ build-dir-reference = "why"; }` when the
+  # upstream text itself names a `/build/…` path).
+  debianSource = { stdenv, pname, version, orig, debian ? null, source ? pname, qaExceptions ? null }:
     let
       pool = "mirror://debian/pool/main/${poolPrefix source}/${source}";
       upstream = upstreamOf version;
@@ -91,7 +93,9 @@ let
         size = debian.size or null;
       };
     in
-    stdenv.runCommand "${pname}-${upstream}-source" { orig = origSrc; debianTar = debianSrc; } ''
+    stdenv.runCommand "${pname}-${upstream}-source" ({ orig = origSrc; debianTar = debianSrc; }
+      # Only when given, so the sources without exceptions keep their derivations.
+      // (if qaExceptions == null then { } else { meta.qaExceptions = qaExceptions; })) ''
       mkdir unpack
       case "$orig" in
         *.xz) xz -dc "$orig" | (cd unpack && tar -xf -) ;;

@@ -43,6 +43,9 @@ let
   gpu = import ../lib/gpu.nix;
   licenses = import ../lib/licenses.nix;
   stdenv = import ../lib/stdenv { rootfs = roots.rocm-dev; inherit allowNonfree; };
+  # PyTorch's own root: rocm-dev plus Python 3.13 and the libraries Debian's
+  # pytorch builds against (exprs/bootstrap).
+  pytorchStdenv = import ../lib/stdenv { rootfs = roots.pytorch-dev; inherit allowNonfree; };
   rocmLib = import ./lib.nix { inherit stdenv gpu; lock = ./binary.lock.json; };
 
   known = [
@@ -57,7 +60,7 @@ let
   badFromBinary = builtins.filter (n: !(builtins.elem n binaryCapable)) fromBinary;
 
   packages = self: {
-    inherit gpuTargets stdenv gpu licenses;
+    inherit gpuTargets stdenv pytorchStdenv gpu licenses;
     rocmLib = rocmLib;
     # Whether `name` is to be built from source although its source is not
     # served (see fromSource above).
