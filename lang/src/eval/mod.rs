@@ -1376,8 +1376,7 @@ mod tests {
                 "let s = { }; id = x: x; in builtins.seq s (id s.z)",
                 Path::new("/"),
             )
-            .err()
-            .expect("selecting a missing attribute fails");
+            .expect_err("selecting a missing attribute fails");
         assert!(err.to_string().contains("attribute 'z' missing"), "{err}");
     }
 
