@@ -446,62 +446,91 @@ impl<'a> Compiler<'a> {
     }
 
     fn compile_lambda(&mut self, param: &Param, body: &Expr, pos: Pos) -> EResult<Rc<LambdaDef>> {
-        let (irparam, names) = match param {
+        let (formals, ellipsis, at) = match param {
             Param::Ident(name, _) => {
-                let mut m = HashMap::new();
-                m.insert(*name, 0);
-                (Some(IrParam::Ident(*name)), m)
+                self.scopes.push(Scope::Static(HashMap::from([(*name, 0)])));
+                let result = self.compile_chain(*name, body, pos, false, 0);
+                self.scopes.pop();
+                return result;
             }
-            Param::Formals { formals, at, .. } => {
-                let mut m = HashMap::new();
-                for (i, f) in formals.iter().enumerate() {
-                    m.insert(f.name, i as u32);
-                }
-                if let Some((a, _)) = at {
-                    m.insert(*a, formals.len() as u32);
-                }
-                (None, m)
-            }
+            Param::Formals {
+                formals,
+                ellipsis,
+                at,
+            } => (formals, *ellipsis, at),
         };
+        let mut names = HashMap::new();
+        for (i, f) in formals.iter().enumerate() {
+            names.insert(f.name, i as u32);
+        }
+        if let Some((a, _)) = at {
+            names.insert(*a, formals.len() as u32);
+        }
         self.scopes.push(Scope::Static(names));
         let result = (|| {
-            let irparam = match (irparam, param) {
-                (Some(p), _) => p,
-                (
-                    None,
-                    Param::Formals {
-                        formals,
-                        ellipsis,
-                        at,
-                    },
-                ) => {
-                    let mut fs = Vec::with_capacity(formals.len());
-                    for f in formals {
-                        let d = match &f.default {
-                            Some(d) => Some(self.compile(d)?),
-                            None => None,
-                        };
-                        fs.push((f.name, d));
-                    }
-                    IrParam::Formals {
-                        formals: fs,
-                        ellipsis: *ellipsis,
-                        at: at.as_ref().map(|(a, _)| *a),
-                        positions: formals.iter().map(|f| self.pos(f.span)).collect(),
-                    }
-                }
-                (None, Param::Ident(..)) => unreachable!("ident params handled above"),
+            let mut fs = Vec::with_capacity(formals.len());
+            for f in formals {
+                let d = match &f.default {
+                    Some(d) => Some(self.compile(d)?),
+                    None => None,
+                };
+                fs.push((f.name, d));
+            }
+            let irparam = IrParam::Formals {
+                formals: fs,
+                ellipsis,
+                at: at.as_ref().map(|(a, _)| *a),
+                positions: formals.iter().map(|f| self.pos(f.span)).collect(),
             };
             let body = self.compile(body)?;
             Ok(Rc::new(LambdaDef {
                 param: irparam,
                 body,
                 name: Default::default(),
+                extends: false,
                 pos,
             }))
         })();
         self.scopes.pop();
         result
+    }
+
+    /// The `name: body` lambda whose argument is slot `slot` of the innermost
+    /// scope (already holding `name`). A body that is itself an `x:` lambda
+    /// continues the chain in the same scope (see [`LambdaDef::extends`]).
+    fn compile_chain(
+        &mut self,
+        name: Sym,
+        body: &Expr,
+        pos: Pos,
+        extends: bool,
+        slot: u32,
+    ) -> EResult<Rc<LambdaDef>> {
+        let body = match &body.kind {
+            ExprKind::Lambda {
+                param: Param::Ident(next, _),
+                body: inner,
+            } => {
+                let Some(Scope::Static(map)) = self.scopes.last_mut() else {
+                    unreachable!("a lambda's own scope is static")
+                };
+                // A repeated name shadows: `x: x: x` is the second argument.
+                map.insert(*next, slot + 1);
+                let inner_pos = self.pos(body.span);
+                let def = stacker::maybe_grow(128 * 1024, 4 * 1024 * 1024, || {
+                    self.compile_chain(*next, inner, inner_pos, true, slot + 1)
+                })?;
+                Rc::new(Ir::Lambda(def))
+            }
+            _ => self.compile(body)?,
+        };
+        Ok(Rc::new(LambdaDef {
+            param: IrParam::Ident(name),
+            body,
+            name: Default::default(),
+            extends,
+            pos,
+        }))
     }
 
     // ---- attribute sets -------------------------------------------------

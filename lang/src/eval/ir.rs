@@ -120,6 +120,15 @@ pub enum IrParam {
 pub struct LambdaDef {
     pub param: IrParam,
     pub body: Rc<Ir>,
+    /// A curried chain `a: b: c: …` shares one scope: the lambdas after the
+    /// first (`b:`, `c:`, each an `x:` lambda that is directly the body of
+    /// another) are compiled with `extends` set, their argument in the next
+    /// slot of the chain's scope (`a` is slot 0, `b` 1, `c` 2). Calling one
+    /// pushes the argument onto the scope when the caller owns it (a call that
+    /// supplies several arguments of the chain at once), and otherwise onto a
+    /// copy of its closure's scope, over the same parent: a partially applied
+    /// chain is never changed by a later call.
+    pub extends: bool,
     /// The attribute or `let` name the lambda was bound to, for messages.
     pub name: RefCell<Option<Sym>>,
     pub pos: Pos,

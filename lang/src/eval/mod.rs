@@ -789,16 +789,17 @@ impl Evaluator {
                     // Borrowed, not cloned: the lambdas of a curried chain
                     // live in `c`, which `f` keeps alive until it is replaced.
                     let mut def = &c.def;
-                    let mut scope = self.arg_scope(&c.env, a);
+                    let scope = self.ident_scope(c, a);
+                    // The rest of the chain's arguments go into the same scope:
+                    // it was made just now and nothing else can see it yet.
                     while i < n {
                         let next = match &*def.body {
-                            Ir::Lambda(d) if matches!(d.param, IrParam::Ident(_)) => d,
+                            Ir::Lambda(d) if d.extends => d,
                             _ => break,
                         };
                         let a = arg(self, i);
                         i += 1;
-                        let parent = scope;
-                        scope = self.arg_scope(&parent, a);
+                        scope.push(a);
                         def = next;
                     }
                     let r = self.enter(def, &scope);
@@ -940,6 +941,20 @@ impl Evaluator {
         r
     }
 
+    /// The scope the body of `x: …` (closure `c`) runs in with `arg`: a new
+    /// one-slot scope over the closure's, or, for a lambda continuing a curried
+    /// chain ([`LambdaDef::extends`]), a copy of the closure's scope (the
+    /// chain's earlier arguments) with `arg` pushed, over the same parent.
+    #[inline]
+    fn ident_scope(&mut self, c: &Closure, arg: Value) -> Env {
+        if !c.def.extends {
+            return self.arg_scope(&c.env, arg);
+        }
+        let mut slots = c.env.0.slots.borrow().clone();
+        slots.push(arg);
+        Env::new(c.env.0.parent.as_ref(), slots)
+    }
+
     /// The one-slot scope a lambda `x: …` runs in, over `parent`; reuses a
     /// pooled allocation when there is one.
     #[inline]
@@ -985,7 +1000,7 @@ impl Evaluator {
     fn bind_args(&mut self, c: &Rc<Closure>, arg: Value) -> EResult<Env> {
         let def = &c.def;
         match &def.param {
-            IrParam::Ident(_) => Ok(self.arg_scope(&c.env, arg)),
+            IrParam::Ident(_) => Ok(self.ident_scope(c, arg)),
             IrParam::Formals {
                 formals,
                 ellipsis,
@@ -1410,5 +1425,59 @@ mod tests {
             ),
             "[ 1 2 ]"
         );
+    }
+
+    /// A curried chain `a: b: …` runs in one scope (`LambdaDef::extends`):
+    /// calls with all, some or one argument at a time, partial applications
+    /// reused after later calls, shadowing names, closures and thunks made
+    /// between the arguments, `with` and formals in the chain, and chains long
+    /// enough to spill the scope's inline slots must all see the right values.
+    #[test]
+    fn curried_chains_share_one_scope_and_partial_applications_stay_apart() {
+        let cases = [
+            ("(a: b: c: [ a b c ]) 1 2 3", "[ 1 2 3 ]"),
+            (
+                "let f = a: b: c: [ a b c ]; g = f 1; h = g 2; in \
+                 [ (h 3) (h 4) (g 5 6) (f 7 8 9) (h 10) ]",
+                "[ [ 1 2 3 ] [ 1 2 4 ] [ 1 5 6 ] [ 7 8 9 ] [ 1 2 10 ] ]",
+            ),
+            (
+                "let f = a: b: a * 10 + b; g = f 1; in [ (g 2) (f 3 4) (g 5) ]",
+                "[ 12 34 15 ]",
+            ),
+            ("(x: x: x) 1 2", "2"),
+            ("(x: y: x: [ x y ]) 1 2 3", "[ 3 2 ]"),
+            ("let x = 0; in (a: x: a + x) 1 2", "3"),
+            ("let f = a: b: { g = c: a + b + c; }; in (f 1 2).g 3", "6"),
+            (
+                "let f = a: b: [ (_: a) (_: b) ]; l = f 1 2; in \
+                 [ ((builtins.elemAt l 0) 0) ((builtins.elemAt l 1) 0) ]",
+                "[ 1 2 ]",
+            ),
+            ("(a: { b }: c: a + b + c) 1 { b = 2; } 3", "6"),
+            ("(a: with { z = 5; }; b: a + b + z) 1 2", "8"),
+            ("(a: b: c: d: e: a + b + c + d + e) 1 2 3 4 5", "15"),
+            (
+                "let f = a: b: c: d: e: [ a b c d e ]; g = f 1 2; in [ (g 3 4 5) (g 6 7 8) ]",
+                "[ [ 1 2 3 4 5 ] [ 1 2 6 7 8 ] ]",
+            ),
+            (
+                "let f = a: b: c: [ a b c ]; in map (g: g 9) (map (f 1) [ 2 3 ])",
+                "[ [ 1 2 9 ] [ 1 3 9 ] ]",
+            ),
+            (
+                "builtins.foldl' (acc: x: acc + x) 0 [ 1 2 3 ] + \
+                 builtins.length (builtins.sort (a: b: a < b) [ 3 1 2 ])",
+                "9",
+            ),
+            (
+                "builtins.attrValues (builtins.mapAttrs (n: v: n + toString v) { a = 1; b = 2; })",
+                "[ \"a1\" \"b2\" ]",
+            ),
+            ("let f = a: b: a; in builtins.functionArgs (f 1)", "{ }"),
+        ];
+        for (expr, want) in cases {
+            assert_eq!(eval_print(expr), want, "{expr}");
+        }
     }
 }
