@@ -62,9 +62,11 @@ impl Env {
     pub fn get(&self, idx: u32) -> Value {
         self.0.slots.borrow()[idx as usize].clone()
     }
+    #[inline]
     pub fn set(&self, idx: u32, v: Value) {
         self.0.slots.borrow_mut()[idx as usize] = v;
     }
+    #[inline]
     pub fn push(&self, v: Value) {
         self.0.slots.borrow_mut().push(v);
     }

@@ -972,27 +972,24 @@ impl Evaluator {
 
     /// Called when a call's scope is done with: if nothing captured it (no
     /// closure or thunk holds it), empties it into the pool instead of freeing
-    /// it, and does the same for its parents as long as they were only kept
-    /// alive by it (the inner scopes of a curried call).
+    /// it. Its parent, the closure's scope, is kept alive by the closure, so
+    /// it is not tried (a curried chain's arguments share one scope).
     #[inline]
     fn recycle_scope(&mut self, scope: Env) {
         let mut rc = scope.0;
-        while self.scope_pool.len() < SCOPE_POOL {
-            let Some(inner) = Rc::get_mut(&mut rc) else {
-                return;
-            };
-            let slots = inner.slots.get_mut();
-            if slots.spilled() {
-                return;
-            }
-            slots.clear();
-            let parent = inner.parent.take();
-            self.scope_pool.push(rc);
-            match parent {
-                Some(p) => rc = p.0,
-                None => return,
-            }
+        if self.scope_pool.len() >= SCOPE_POOL {
+            return;
         }
+        let Some(inner) = Rc::get_mut(&mut rc) else {
+            return;
+        };
+        let slots = inner.slots.get_mut();
+        if slots.spilled() {
+            return;
+        }
+        slots.clear();
+        inner.parent = None;
+        self.scope_pool.push(rc);
     }
 
     /// Builds the scope a lambda's body runs in: the argument, or the formals
