@@ -77,6 +77,15 @@ fn bytes_to_string(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// `text[a..b]` as a new string: a copy when both ends fall on character
+/// boundaries (nearly always; no validation needed), else [`bytes_to_string`].
+fn slice_to_string(text: &str, a: usize, b: usize) -> String {
+    match text.get(a..b) {
+        Some(p) => p.to_owned(),
+        None => bytes_to_string(&text.as_bytes()[a..b]),
+    }
+}
+
 /// Return the number of bytes of the string e.
 fn string_length(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let s = ev
@@ -132,10 +141,7 @@ fn substring(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     if start == 0 && end == size {
         return Ok(Value::String(s));
     }
-    let piece = match text.get(start..end) {
-        Some(p) => p.to_string(),
-        None => bytes_to_string(&text.as_bytes()[start..end]),
-    };
+    let piece = slice_to_string(text, start, end);
     Ok(Value::String(NixString::with_context(
         piece,
         s.context().clone(),
@@ -278,12 +284,12 @@ fn compile_regex(re: &str) -> EResult<Rc<ere::Regex>> {
     })
 }
 
-fn group_values(hay: &[u8], groups: &[Option<(usize, usize)>]) -> Value {
+fn group_values(hay: &str, groups: &[Option<(usize, usize)>]) -> Value {
     Value::list(
         groups
             .iter()
             .map(|g| match g {
-                Some((a, b)) => Value::str(bytes_to_string(&hay[*a..*b])),
+                Some((a, b)) => Value::str(slice_to_string(hay, *a, *b)),
                 None => Value::Null,
             })
             .collect(),
@@ -299,8 +305,8 @@ fn match_(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let s = ev.expect_string(&a[1]).frame(None, || {
         "while evaluating the second argument passed to builtins.match".into()
     })?;
-    let hay = s.as_str().as_bytes();
-    Ok(match regex.match_full(hay) {
+    let hay = s.as_str();
+    Ok(match regex.match_full(hay.as_bytes()) {
         Some(groups) => group_values(hay, &groups),
         None => Value::Null,
     })
@@ -315,19 +321,19 @@ fn split(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let s = ev.expect_string(&a[1]).frame(None, || {
         "while evaluating the second argument passed to builtins.split".into()
     })?;
-    let hay = s.as_str().as_bytes();
-    let matches = regex.find_all(hay);
+    let hay = s.as_str();
+    let matches = regex.find_all(hay.as_bytes());
     if matches.is_empty() {
         return Ok(Value::list(vec![Value::String(s)]));
     }
     let mut out = Vec::with_capacity(2 * matches.len() + 1);
     let mut prev = 0;
     for m in &matches {
-        out.push(Value::str(bytes_to_string(&hay[prev..m.start])));
+        out.push(Value::str(slice_to_string(hay, prev, m.start)));
         out.push(group_values(hay, &m.groups));
         prev = m.end;
     }
-    out.push(Value::str(bytes_to_string(&hay[prev..])));
+    out.push(Value::str(slice_to_string(hay, prev, hay.len())));
     Ok(Value::list(out))
 }
 
