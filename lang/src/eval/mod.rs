@@ -809,7 +809,11 @@ impl Evaluator {
                 Value::PrimOp(app) if app.args.len() + (n - i) >= app.op.arity => {
                     let need = app.op.arity - app.args.len();
                     let mut v = Args::new();
-                    v.extend(app.args.iter().cloned());
+                    // A push per argument: `extend` is an out-of-line call
+                    // costing more than the (at most two) clones.
+                    for x in app.args.iter() {
+                        v.push(x.clone());
+                    }
                     for k in i..i + need {
                         v.push(arg(self, k));
                     }
@@ -892,7 +896,9 @@ impl Evaluator {
             Value::Lambda(c) => self.call_lambda(c, arg),
             Value::PrimOp(app) => {
                 let mut args = Args::new();
-                args.extend(app.args.iter().cloned());
+                for x in app.args.iter() {
+                    args.push(x.clone());
+                }
                 args.push(arg);
                 if args.len() == app.op.arity {
                     self.call_primop(app.op, args)
