@@ -410,14 +410,21 @@ impl Evaluator {
     // ---- strings -------------------------------------------------------------
 
     pub(super) fn eval_interp(&mut self, parts: &[Rc<Ir>], env: &Env, pos: Pos) -> EResult<Value> {
-        let mut s = String::new();
-        let mut ctx = Context::default();
+        // The parts first, then one allocation of the exact length.
+        let mut strs: smallvec::SmallVec<[NixString; 8]> = smallvec::SmallVec::new();
+        let mut len = 0;
         for p in parts {
             let v = self.eval(p, env)?;
             let part = self
                 .coerce_to_string(&v, CoerceMode::Interpolation)
                 .at_pos(pos)
                 .frame(Some(pos), || "while evaluating a path segment".into())?;
+            len += part.as_str().len();
+            strs.push(part);
+        }
+        let mut s = String::with_capacity(len);
+        let mut ctx = Context::default();
+        for part in &strs {
             s.push_str(part.as_str());
             ctx.extend(part.context());
         }
@@ -482,7 +489,9 @@ impl Evaluator {
                     ),
                 ))
             }
-            Value::Int(i) if mode.coerce_more() => Ok(NixString::new(i.to_string())),
+            Value::Int(i) if mode.coerce_more() => {
+                Ok(NixString::new(itoa::Buffer::new().format(*i).to_owned()))
+            }
             // Nix uses C++ `std::to_string` here: six decimals (`toString 1.5` is "1.500000").
             Value::Float(f) if mode.coerce_more() => Ok(NixString::new(format!("{f:.6}"))),
             Value::Bool(b) if mode.coerce_more() => {

@@ -66,15 +66,19 @@ impl Context {
     pub fn insert(&mut self, e: ContextElem) {
         self.0.get_or_insert_with(Default::default).insert(e);
     }
+    /// Adds `other`'s elements. Inlined for the common case, an empty `other`.
+    #[inline]
     pub fn extend(&mut self, other: &Context) {
         if let Some(o) = &other.0 {
-            if o.is_empty() {
-                return;
+            if !o.is_empty() {
+                self.extend_from(o);
             }
-            let s = self.0.get_or_insert_with(Default::default);
-            for e in o.iter() {
-                s.insert(e.clone());
-            }
+        }
+    }
+    fn extend_from(&mut self, o: &BTreeSet<ContextElem>) {
+        let s = self.0.get_or_insert_with(Default::default);
+        for e in o.iter() {
+            s.insert(e.clone());
         }
     }
     pub fn iter(&self) -> impl Iterator<Item = &ContextElem> {
