@@ -12,6 +12,7 @@
 //! | `!out!/rocmx/store/…-x.drv`    | [`ContextElem::Built`]   | output `out` of the derivation           |
 
 use std::collections::BTreeSet;
+use std::rc::Rc;
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ContextElem {
@@ -48,44 +49,111 @@ impl ContextElem {
 
 /// A set of context elements; empty for most strings.
 ///
-/// Boxed so that a string without context (almost all of them) carries one null
-/// pointer instead of a whole `BTreeSet` header.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-#[allow(clippy::box_collection)]
-pub struct Context(Option<Box<BTreeSet<ContextElem>>>);
+/// Representation (its cost model): `None` when empty (almost every string), so
+/// a string without context carries one null pointer; otherwise a shared,
+/// immutable-until-unique set. Sharing makes copying a context into an
+/// interpolated string or a derivation's attribute a reference count, and
+/// clone-on-write ([`Rc::make_mut`]) makes the accumulation in
+/// `concatStringsSep` or interpolation mutate in place once it owns its set.
+/// Small sets (nearly all: one to a few store paths) are a sorted vector of
+/// exactly their elements; a `BTreeSet` leaf node would hold room for eleven.
+/// Past [`SMALL_MAX`] elements they become a `BTreeSet`, so building a context
+/// of thousands of paths one at a time stays O(n log n).
+#[derive(Clone, Debug, Default)]
+pub struct Context(Option<Rc<Elems>>);
+
+/// Sets with at most this many elements are a sorted vector.
+const SMALL_MAX: usize = 16;
+
+#[derive(Clone, Debug)]
+enum Elems {
+    /// Sorted, no duplicates, never empty.
+    Small(Vec<ContextElem>),
+    /// More than [`SMALL_MAX`] elements.
+    Large(BTreeSet<ContextElem>),
+}
+
+impl Elems {
+    fn insert(&mut self, e: &ContextElem) {
+        match self {
+            Elems::Small(v) => match v.binary_search(e) {
+                Ok(_) => {}
+                Err(i) if v.len() < SMALL_MAX => v.insert(i, e.clone()),
+                Err(_) => {
+                    let mut set: BTreeSet<ContextElem> = std::mem::take(v).into_iter().collect();
+                    set.insert(e.clone());
+                    *self = Elems::Large(set);
+                }
+            },
+            Elems::Large(set) => {
+                if !set.contains(e) {
+                    set.insert(e.clone());
+                }
+            }
+        }
+    }
+}
+
+impl PartialEq for Context {
+    fn eq(&self, other: &Context) -> bool {
+        self.len() == other.len() && self.iter().eq(other.iter())
+    }
+}
+impl Eq for Context {}
 
 impl Context {
+    #[inline]
     pub fn is_empty(&self) -> bool {
-        self.0.as_ref().is_none_or(|s| s.is_empty())
+        self.0.is_none()
     }
     pub fn single(e: ContextElem) -> Context {
-        let mut c = Context::default();
-        c.insert(e);
-        c
+        Context(Some(Rc::new(Elems::Small(vec![e]))))
     }
     pub fn insert(&mut self, e: ContextElem) {
-        self.0.get_or_insert_with(Default::default).insert(e);
+        match &mut self.0 {
+            None => *self = Context::single(e),
+            Some(rc) => Rc::make_mut(rc).insert(&e),
+        }
     }
     /// Adds `other`'s elements. Inlined for the common case, an empty `other`.
     #[inline]
     pub fn extend(&mut self, other: &Context) {
         if let Some(o) = &other.0 {
-            if !o.is_empty() {
-                self.extend_from(o);
+            self.extend_from(o);
+        }
+    }
+    fn extend_from(&mut self, o: &Rc<Elems>) {
+        match &mut self.0 {
+            // Nothing yet: share the other's set.
+            None => self.0 = Some(o.clone()),
+            Some(rc) if Rc::ptr_eq(rc, o) => {}
+            Some(rc) => {
+                let mine = Rc::make_mut(rc);
+                match &**o {
+                    Elems::Small(v) => v.iter().for_each(|e| mine.insert(e)),
+                    Elems::Large(set) => set.iter().for_each(|e| mine.insert(e)),
+                }
             }
         }
     }
-    fn extend_from(&mut self, o: &BTreeSet<ContextElem>) {
-        let s = self.0.get_or_insert_with(Default::default);
-        for e in o.iter() {
-            s.insert(e.clone());
-        }
-    }
+    /// The elements in order.
     pub fn iter(&self) -> impl Iterator<Item = &ContextElem> {
-        self.0.iter().flat_map(|s| s.iter())
+        let (small, large) = match self.0.as_deref() {
+            None => (None, None),
+            Some(Elems::Small(v)) => (Some(v.iter()), None),
+            Some(Elems::Large(s)) => (None, Some(s.iter())),
+        };
+        small
+            .into_iter()
+            .flatten()
+            .chain(large.into_iter().flatten())
     }
     pub fn len(&self) -> usize {
-        self.0.as_ref().map_or(0, |s| s.len())
+        match self.0.as_deref() {
+            None => 0,
+            Some(Elems::Small(v)) => v.len(),
+            Some(Elems::Large(s)) => s.len(),
+        }
     }
 }
 
@@ -117,5 +185,44 @@ mod tests {
             assert_eq!(elem.encode(), text);
         }
         assert_eq!(ContextElem::decode("!bad"), None);
+    }
+
+    fn opaque(i: usize) -> ContextElem {
+        ContextElem::Opaque(format!("/rocmx/store/{i:03}-x"))
+    }
+
+    /// Whatever the representation (shared, small vector, B-tree past
+    /// SMALL_MAX), a context is the sorted set of what was put in, and adding
+    /// to a shared one never changes the other holders' copy.
+    #[test]
+    fn sets_stay_sorted_deduplicated_and_unshared_on_write() {
+        let mut a = Context::default();
+        assert!(a.is_empty());
+        for i in (0..40).rev().chain(0..40) {
+            a.insert(opaque(i));
+        }
+        assert_eq!(a.len(), 40);
+        assert!(a.iter().zip(a.iter().skip(1)).all(|(x, y)| x < y));
+
+        let shared = Context::single(opaque(5));
+        let mut b = Context::default();
+        b.extend(&shared);
+        b.extend(&shared);
+        assert_eq!(b, shared);
+        b.insert(opaque(1));
+        assert_eq!(shared.len(), 1, "the shared set is not changed");
+        assert_eq!(
+            b.iter().cloned().collect::<Vec<_>>(),
+            [opaque(1), opaque(5)]
+        );
+
+        let mut c = Context::single(opaque(7));
+        c.extend(&a);
+        assert_eq!(c.len(), 40);
+        let mut d = a.clone();
+        d.extend(&Context::single(opaque(99)));
+        assert_eq!((a.len(), d.len()), (40, 41));
+        assert_eq!(Context::default(), Context::default());
+        assert_ne!(a, d);
     }
 }
