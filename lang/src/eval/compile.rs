@@ -140,7 +140,13 @@ impl<'a> Compiler<'a> {
     }
 
     pub fn compile(&mut self, e: &Expr) -> EResult<Rc<Ir>> {
-        stacker::maybe_grow(128 * 1024, 4 * 1024 * 1024, || self.compile_inner(e))
+        self.grown(|c| c.compile_inner(e))
+    }
+
+    /// Runs one level of the compiler's recursion, growing the native stack
+    /// onto the heap when little is left (the parser bounds the depth).
+    fn grown<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
+        stacker::maybe_grow(128 * 1024, 4 * 1024 * 1024, || f(self))
     }
 
     fn compile_inner(&mut self, e: &Expr) -> EResult<Rc<Ir>> {
@@ -517,9 +523,8 @@ impl<'a> Compiler<'a> {
                 // A repeated name shadows: `x: x: x` is the second argument.
                 map.insert(*next, slot + 1);
                 let inner_pos = self.pos(body.span);
-                let def = stacker::maybe_grow(128 * 1024, 4 * 1024 * 1024, || {
-                    self.compile_chain(*next, inner, inner_pos, true, slot + 1)
-                })?;
+                let def =
+                    self.grown(|c| c.compile_chain(*next, inner, inner_pos, true, slot + 1))?;
                 Rc::new(Ir::Lambda(def))
             }
             _ => self.compile(body)?,
