@@ -42,6 +42,10 @@ enum Scope {
 /// Compiles one file's AST against the global scope.
 pub struct Compiler<'a> {
     scopes: Vec<Scope>,
+    /// The global scope's values (`scopes[0]`'s slots): set once when the
+    /// evaluator starts and never changed, so a variable that resolves to one
+    /// compiles to the value itself ([`Self::global_const`]).
+    global_values: &'a Env,
     file: u32,
     base_dir: &'a Path,
     text: &'a str,
@@ -88,6 +92,7 @@ impl Tree {
 impl<'a> Compiler<'a> {
     pub fn new(
         globals: &HashMap<Sym, u32>,
+        global_values: &'a Env,
         file: u32,
         file_name: &'a str,
         base_dir: &'a Path,
@@ -97,6 +102,7 @@ impl<'a> Compiler<'a> {
     ) -> Self {
         Compiler {
             scopes: vec![Scope::Static(globals.clone())],
+            global_values,
             file,
             base_dir,
             text,
@@ -229,15 +235,25 @@ impl<'a> Compiler<'a> {
                 expr,
                 path,
                 default,
-            } => Ir::Select {
-                expr: self.compile(expr)?,
-                path: self.compile_attr_path(path)?,
-                default: match default {
+            } => {
+                let expr = self.compile(expr)?;
+                let path = self.compile_attr_path(path)?;
+                // Compiled even when unused: an undefined variable there is an
+                // error of the file, as in Nix.
+                let default = match default {
                     Some(d) => Some(self.compile(d)?),
                     None => None,
-                },
-                pos,
-            },
+                };
+                if let Some(v) = Self::fold_select(&expr, &path) {
+                    return Ok(Rc::new(Ir::Const(v)));
+                }
+                Ir::Select {
+                    expr,
+                    path,
+                    default,
+                    pos,
+                }
+            }
             ExprKind::HasAttr { expr, path } => Ir::HasAttr {
                 expr: self.compile(expr)?,
                 path: self.compile_attr_path(path)?,
@@ -317,6 +333,11 @@ impl<'a> Compiler<'a> {
             match scope {
                 Scope::Static(map) => {
                     if let Some(idx) = map.get(name) {
+                        if up + 1 == self.scopes.len() {
+                            if let Some(v) = self.global_const(*idx) {
+                                return Ok(Rc::new(Ir::Const(v)));
+                            }
+                        }
                         return Ok(Rc::new(Ir::Var {
                             up: up as u32,
                             idx: *idx,
@@ -340,6 +361,45 @@ impl<'a> Compiler<'a> {
         });
         let hint = did_you_mean(name, names.filter(|n| !n.starts_with("__")));
         Err(EvalError::undefined_variable(name, hint)).at_pos(self.pos(span))
+    }
+
+    /// The value of global slot `idx`, when it is evaluated (every global but the
+    /// self-reference `builtins.builtins` is a plain value from the start).
+    ///
+    /// Globals are lexical and immutable: nothing can rebind them except a
+    /// lexical scope, which [`Self::resolve_from`] finds first (`with` cannot:
+    /// lexical bindings win over it, as in Nix). So `toString`, `true` or
+    /// `builtins` compile to constants instead of a walk up every enclosing
+    /// scope at each use.
+    fn global_const(&self, idx: u32) -> Option<Value> {
+        match self.global_values.0.slots.borrow().get(idx as usize)? {
+            Value::Thunk(t) => t.value(),
+            v => Some(v.clone()),
+        }
+    }
+
+    /// `expr.a.b` when `expr` compiled to a constant set and every step is a
+    /// static name it holds, down to an evaluated value: that value, selected
+    /// now (`builtins.substring` is then the builtin itself). `None` leaves
+    /// the selection to run time, with its errors, positions and `or` default.
+    fn fold_select(expr: &Ir, path: &[IrAttrName]) -> Option<Value> {
+        let Ir::Const(v) = expr else {
+            return None;
+        };
+        let mut cur = v.clone();
+        for n in path {
+            let IrAttrName::Static(name) = n else {
+                return None;
+            };
+            let Value::Attrs(a) = &cur else {
+                return None;
+            };
+            cur = match a.get(*name)? {
+                Value::Thunk(t) => t.value()?,
+                v => v.clone(),
+            };
+        }
+        Some(cur)
     }
 
     fn compile_str(&mut self, parts: &[StrPart], pos: Pos) -> EResult<Rc<Ir>> {
@@ -828,6 +888,52 @@ pub fn canon_path(p: &str) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::canon_path;
+    use crate::eval::ir::Ir;
+    use crate::eval::testing::{fails, ok};
+    use crate::eval::{EvalSettings, Evaluator};
+
+    /// The compiled form of `src` (no evaluation).
+    fn compiled(src: &str) -> std::rc::Rc<Ir> {
+        let store = std::rc::Rc::new(crate::store::MemStore::new());
+        let mut ev = Evaluator::new(EvalSettings::default(), store);
+        let dir = std::path::Path::new("/");
+        ev.compile_source("«test»".into(), None, src.into(), dir)
+            .unwrap_or_else(|e| panic!("{src}: {}", ev.sources.render(&e, false)))
+    }
+
+    #[test]
+    fn globals_and_their_static_selections_compile_to_constants() {
+        for src in ["toString", "true", "builtins", "builtins.substring", "builtins.builtins.map"] {
+            assert!(matches!(&*compiled(src), Ir::Const(_)), "{src}");
+        }
+        // Rebound lexically, missing, or a parameter: left to run time.
+        for src in ["let builtins = { }; in builtins.map", "builtins.nonexistent", "x: x.map"] {
+            assert!(!matches!(&*compiled(src), Ir::Const(_)), "{src}");
+        }
+    }
+
+    #[test]
+    fn folded_globals_keep_nix_semantics() {
+        // Each checked against Nix 2.8.
+        let cases = [
+            ("with { true = false; }; true", "true"),
+            ("let builtins = { a = 1; }; in builtins.a", "1"),
+            ("builtins.foo or 3", "3"),
+            ("builtins.builtins.true", "true"),
+            ("(x: x.true) builtins", "true"),
+            ("(rec { toString = 1; y = toString; }).y", "1"),
+            ("let f = builtins.map; in f (x: x + 1) [ 1 2 ]", "[ 2 3 ]"),
+            ("builtins.substring 1 2 \"abcd\"", "\"bc\""),
+            ("let x = { inherit (builtins) true; }; in x.true", "true"),
+        ];
+        for (expr, want) in cases {
+            assert_eq!(ok(expr), want, "{expr}");
+        }
+        fails("builtins.nonexistent", "attribute 'nonexistent' missing");
+        fails("builtins.true.x", "expected a set but found a Boolean");
+        // The unused default is still compiled: its undefined variable is an error.
+        fails("builtins.map or undefinedVar", "undefined variable 'undefinedVar'");
+    }
 
     #[test]
     fn canon_vectors() {

@@ -184,6 +184,7 @@ impl Evaluator {
         let lc = |off: u32| sources.line_col(file, off);
         let mut c = Compiler::new(
             &self.global_names,
+            &self.globals,
             file,
             &name,
             base_dir,
