@@ -39,6 +39,14 @@ enum Scope {
     With,
 }
 
+/// The global scope a file is compiled against: its names' slots, and the
+/// values in them.
+#[derive(Clone, Copy)]
+pub struct GlobalScope<'a> {
+    pub names: &'a HashMap<Sym, u32>,
+    pub values: &'a Env,
+}
+
 /// Compiles one file's AST against the global scope.
 pub struct Compiler<'a> {
     scopes: Vec<Scope>,
@@ -91,8 +99,7 @@ impl Tree {
 
 impl<'a> Compiler<'a> {
     pub fn new(
-        globals: &HashMap<Sym, u32>,
-        global_values: &'a Env,
+        globals: GlobalScope<'a>,
         file: u32,
         file_name: &'a str,
         base_dir: &'a Path,
@@ -101,8 +108,8 @@ impl<'a> Compiler<'a> {
         line_col: &'a dyn Fn(u32) -> (usize, usize),
     ) -> Self {
         Compiler {
-            scopes: vec![Scope::Static(globals.clone())],
-            global_values,
+            scopes: vec![Scope::Static(globals.names.clone())],
+            global_values: globals.values,
             file,
             base_dir,
             text,

@@ -182,9 +182,12 @@ impl Evaluator {
         })?;
         let sources = &self.sources;
         let lc = |off: u32| sources.line_col(file, off);
+        let globals = compile::GlobalScope {
+            names: &self.global_names,
+            values: &self.globals,
+        };
         let mut c = Compiler::new(
-            &self.global_names,
-            &self.globals,
+            globals,
             file,
             &name,
             base_dir,
