@@ -256,7 +256,45 @@ struct Sorter<'a> {
     ev: &'a mut Evaluator,
     f: Value,
     builtin_less_than: bool,
+    /// `f` is `a: b: a < b` (`Some(false)`) or `a: b: b < a` (`Some(true)`),
+    /// see [`plain_order`].
+    plain: Option<bool>,
     items: &'a [Value],
+}
+
+/// Whether `f` is the comparator written most often, `a: b: a < b` (or
+/// `a > b`, `b < a`, … : `Some(true)` when it orders the other way round).
+/// Calling it on two numbers or two strings can only compare them, so the
+/// sort compares them itself instead of entering the lambda: the same result,
+/// no scope, no frame. Anything else (other types, errors) still calls `f`.
+fn plain_order(f: &Value) -> Option<bool> {
+    use crate::eval::ir::{Ir, IrParam};
+    use crate::syntax::ast::BinaryOp;
+    let Value::Lambda(c) = f else {
+        return None;
+    };
+    let Ir::Lambda(inner) = &*c.def.body else {
+        return None;
+    };
+    // A curried chain `a: b: …` runs in one scope: `a` in slot 0, `b` in 1.
+    if !matches!(c.def.param, IrParam::Ident(_))
+        || !matches!(inner.param, IrParam::Ident(_))
+        || !inner.extends
+    {
+        return None;
+    }
+    let Ir::Binary { op, lhs, rhs, .. } = &*inner.body else {
+        return None;
+    };
+    let slot = |ir: &Ir| match ir {
+        Ir::Var { up: 0, idx, .. } => Some(*idx),
+        _ => None,
+    };
+    match (op, slot(lhs)?, slot(rhs)?) {
+        (BinaryOp::Lt, 0, 1) | (BinaryOp::Gt, 1, 0) => Some(false),
+        (BinaryOp::Lt, 1, 0) | (BinaryOp::Gt, 0, 1) => Some(true),
+        _ => None,
+    }
 }
 
 impl Sorter<'_> {
@@ -266,6 +304,17 @@ impl Sorter<'_> {
             return self.ev.less_than(x, y).frame(None, || {
                 "while evaluating the ordering function passed to builtins.sort".into()
             });
+        }
+        if let Some(flip) = self.plain {
+            let (p, q) = if flip { (y, x) } else { (x, y) };
+            let comparable = matches!(
+                (p, q),
+                (Value::Int(_) | Value::Float(_), Value::Int(_) | Value::Float(_))
+                    | (Value::String(_), Value::String(_))
+            );
+            if comparable {
+                return self.ev.less_than(p, q);
+            }
         }
         let r = self.ev.call2(&self.f, x.clone(), y.clone())?;
         self.ev.expect_bool(&r).frame(None, || {
@@ -343,10 +392,12 @@ fn sort(ev: &mut Evaluator, a: Args) -> EResult<Value> {
         matches!(&f, Value::PrimOp(app) if app.args.is_empty() && app.op.name == "lessThan");
     let mut perm: Vec<usize> = (0..items.len()).collect();
     let mut buf = Vec::with_capacity(items.len() / 2 + 1);
+    let plain = plain_order(&f);
     let mut s = Sorter {
         ev,
         f,
         builtin_less_than,
+        plain,
         items: &items,
     };
     merge_sort(&mut s, &mut perm, &mut buf)?;
@@ -811,7 +862,7 @@ fn cat_attrs(ev: &mut Evaluator, a: Args) -> EResult<Value> {
 
 #[cfg(test)]
 mod tests {
-    use crate::eval::testing::{fails, ok};
+    use crate::eval::testing::{err, fails, ok};
 
     #[test]
     fn map_filter_length() {
@@ -932,6 +983,30 @@ mod tests {
             "error: expected an integer but found a string: \"foo\"",
         );
         fails("builtins.genList (x: x + \"foo\") 2", "\"foo\"");
+    }
+
+    #[test]
+    fn sort_compares_plain_comparators_itself_with_the_same_results() {
+        // Each checked against Nix 2.8.
+        let cases = [
+            ("builtins.sort (a: b: a > b) [ 3 1.5 2 0.5 7 ]", "[ 7 3 2 1.5 0.5 ]"),
+            ("builtins.sort (a: b: b < a) [ \"b\" \"a\" \"c\" ]", "[ \"c\" \"b\" \"a\" ]"),
+            ("builtins.sort (a: b: b > a) [ 3 1 2 ]", "[ 1 2 3 ]"),
+            // Shadowed: `a < a` is always false, so nothing moves.
+            ("builtins.sort (a: a: a < a) [ 3 1 2 ]", "[ 3 1 2 ]"),
+            ("let b = 0; in builtins.sort (a: c: a < b) [ 3 1 2 ]", "[ 3 1 2 ]"),
+            // Lists are compared by calling the lambda.
+            ("builtins.sort (a: b: a < b) [ [ 2 ] [ 1 ] ]", "[ [ 1 ] [ 2 ] ]"),
+            ("builtins.sort (a: b: a < b) [ \"b${toString 1}\" \"a\" ]", "[ \"a\" \"b1\" ]"),
+        ];
+        for (expr, want) in cases {
+            assert_eq!(ok(expr), want, "{expr}");
+        }
+        // Mixed types still fail inside the lambda, at its `<`.
+        let e = err("builtins.sort (a: b: a < b) [ 3 1.5 2 \"x\" ]");
+        assert!(e.contains("cannot compare a string with an integer"), "{e}");
+        assert!(e.contains("1:22"), "{e}");
+        assert_eq!(super::plain_order(&crate::value::Value::Null), None);
     }
 
     #[test]
