@@ -13,7 +13,7 @@ use sha2::Digest;
 
 use super::{mk_attrs, op};
 use crate::eval::{CoerceMode, EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
-use crate::value::{print, Args, PrimOp, Value};
+use crate::value::{print, Args, PrimOp, Type, Value};
 
 pub(crate) static BUILTINS: &[PrimOp] = &[
     op("throw", 1, throw).doc(
@@ -211,54 +211,54 @@ fn type_of(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     Ok(Value::str(v.type_().type_of()))
 }
 
-fn is_type(ev: &mut Evaluator, a: Args, t: &str) -> EResult<Value> {
+fn is_type(ev: &mut Evaluator, a: Args, t: Type) -> EResult<Value> {
     let v = ev.force(&a[0])?;
-    Ok(Value::Bool(v.type_().type_of() == t))
+    Ok(Value::Bool(v.type_() == t))
 }
 
 /// Return true if e evaluates to null, and false otherwise (equivalent to e == null).
 fn is_null(ev: &mut Evaluator, a: Args) -> EResult<Value> {
-    is_type(ev, a, "null")
+    is_type(ev, a, Type::Null)
 }
 
 /// Return true if e evaluates to an integer, and false otherwise.
 fn is_int(ev: &mut Evaluator, a: Args) -> EResult<Value> {
-    is_type(ev, a, "int")
+    is_type(ev, a, Type::Int)
 }
 
 /// Return true if e evaluates to a float, and false otherwise.
 fn is_float(ev: &mut Evaluator, a: Args) -> EResult<Value> {
-    is_type(ev, a, "float")
+    is_type(ev, a, Type::Float)
 }
 
 /// Return true if e evaluates to a bool, and false otherwise.
 fn is_bool(ev: &mut Evaluator, a: Args) -> EResult<Value> {
-    is_type(ev, a, "bool")
+    is_type(ev, a, Type::Bool)
 }
 
 /// Return true if e evaluates to a string, and false otherwise.
 fn is_string(ev: &mut Evaluator, a: Args) -> EResult<Value> {
-    is_type(ev, a, "string")
+    is_type(ev, a, Type::String)
 }
 
 /// Return true if e evaluates to a path, and false otherwise.
 fn is_path(ev: &mut Evaluator, a: Args) -> EResult<Value> {
-    is_type(ev, a, "path")
+    is_type(ev, a, Type::Path)
 }
 
 /// Return true if e evaluates to a list, and false otherwise.
 fn is_list(ev: &mut Evaluator, a: Args) -> EResult<Value> {
-    is_type(ev, a, "list")
+    is_type(ev, a, Type::List)
 }
 
 /// Return true if e evaluates to a set, and false otherwise.
 fn is_attrs(ev: &mut Evaluator, a: Args) -> EResult<Value> {
-    is_type(ev, a, "set")
+    is_type(ev, a, Type::Set)
 }
 
 /// Return true if e evaluates to a function, and false otherwise.
 fn is_function(ev: &mut Evaluator, a: Args) -> EResult<Value> {
-    is_type(ev, a, "lambda")
+    is_type(ev, a, Type::Lambda)
 }
 
 /// Return a set containing the names of the formal arguments expected by the function f, each mapped to whether it has a default value.

@@ -849,6 +849,22 @@ impl Evaluator {
     }
 
     /// Runs a builtin on its full argument list and forces the result.
+    /// A builtin (`app`, with the arguments it already has) applied to one
+    /// more: called when that completes its arity, else a longer partial
+    /// application.
+    fn call_primop_app(&mut self, app: &PrimOpApp, arg: Value) -> EResult<Value> {
+        let mut args = Args::new();
+        for x in app.args.iter() {
+            args.push(x.clone());
+        }
+        args.push(arg);
+        if args.len() == app.op.arity {
+            self.call_primop(app.op, args)
+        } else {
+            Ok(Value::PrimOp(Rc::new(PrimOpApp { op: app.op, args })))
+        }
+    }
+
     fn call_primop(&mut self, op: &'static crate::value::PrimOp, args: Args) -> EResult<Value> {
         let r = (op.f)(self, args).builtin_frame(op.name)?;
         self.force(&r)
@@ -895,21 +911,13 @@ impl Evaluator {
         if let Value::Lambda(c) = f {
             return self.call_lambda(c, arg);
         }
+        if let Value::PrimOp(app) = f {
+            return self.call_primop_app(app, arg);
+        }
         let f = self.force(f)?;
         match &f {
             Value::Lambda(c) => self.call_lambda(c, arg),
-            Value::PrimOp(app) => {
-                let mut args = Args::new();
-                for x in app.args.iter() {
-                    args.push(x.clone());
-                }
-                args.push(arg);
-                if args.len() == app.op.arity {
-                    self.call_primop(app.op, args)
-                } else {
-                    Ok(Value::PrimOp(Rc::new(PrimOpApp { op: app.op, args })))
-                }
-            }
+            Value::PrimOp(app) => self.call_primop_app(app, arg),
             Value::Attrs(a) if a.contains("__functor") => {
                 let functor = a.get("__functor").cloned().unwrap_or(Value::Null);
                 let inner = self.call(&functor, f.clone())?;
