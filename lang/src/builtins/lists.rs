@@ -309,8 +309,10 @@ impl Sorter<'_> {
             let (p, q) = if flip { (y, x) } else { (x, y) };
             let comparable = matches!(
                 (p, q),
-                (Value::Int(_) | Value::Float(_), Value::Int(_) | Value::Float(_))
-                    | (Value::String(_), Value::String(_))
+                (
+                    Value::Int(_) | Value::Float(_),
+                    Value::Int(_) | Value::Float(_)
+                ) | (Value::String(_), Value::String(_))
             );
             if comparable {
                 return self.ev.less_than(p, q);
@@ -989,15 +991,30 @@ mod tests {
     fn sort_compares_plain_comparators_itself_with_the_same_results() {
         // Each checked against Nix 2.8.
         let cases = [
-            ("builtins.sort (a: b: a > b) [ 3 1.5 2 0.5 7 ]", "[ 7 3 2 1.5 0.5 ]"),
-            ("builtins.sort (a: b: b < a) [ \"b\" \"a\" \"c\" ]", "[ \"c\" \"b\" \"a\" ]"),
+            (
+                "builtins.sort (a: b: a > b) [ 3 1.5 2 0.5 7 ]",
+                "[ 7 3 2 1.5 0.5 ]",
+            ),
+            (
+                "builtins.sort (a: b: b < a) [ \"b\" \"a\" \"c\" ]",
+                "[ \"c\" \"b\" \"a\" ]",
+            ),
             ("builtins.sort (a: b: b > a) [ 3 1 2 ]", "[ 1 2 3 ]"),
             // Shadowed: `a < a` is always false, so nothing moves.
             ("builtins.sort (a: a: a < a) [ 3 1 2 ]", "[ 3 1 2 ]"),
-            ("let b = 0; in builtins.sort (a: c: a < b) [ 3 1 2 ]", "[ 3 1 2 ]"),
+            (
+                "let b = 0; in builtins.sort (a: c: a < b) [ 3 1 2 ]",
+                "[ 3 1 2 ]",
+            ),
             // Lists are compared by calling the lambda.
-            ("builtins.sort (a: b: a < b) [ [ 2 ] [ 1 ] ]", "[ [ 1 ] [ 2 ] ]"),
-            ("builtins.sort (a: b: a < b) [ \"b${toString 1}\" \"a\" ]", "[ \"a\" \"b1\" ]"),
+            (
+                "builtins.sort (a: b: a < b) [ [ 2 ] [ 1 ] ]",
+                "[ [ 1 ] [ 2 ] ]",
+            ),
+            (
+                "builtins.sort (a: b: a < b) [ \"b${toString 1}\" \"a\" ]",
+                "[ \"a\" \"b1\" ]",
+            ),
         ];
         for (expr, want) in cases {
             assert_eq!(ok(expr), want, "{expr}");

@@ -910,11 +910,21 @@ mod tests {
 
     #[test]
     fn globals_and_their_static_selections_compile_to_constants() {
-        for src in ["toString", "true", "builtins", "builtins.substring", "builtins.builtins.map"] {
+        for src in [
+            "toString",
+            "true",
+            "builtins",
+            "builtins.substring",
+            "builtins.builtins.map",
+        ] {
             assert!(matches!(&*compiled(src), Ir::Const(_)), "{src}");
         }
         // Rebound lexically, missing, or a parameter: left to run time.
-        for src in ["let builtins = { }; in builtins.map", "builtins.nonexistent", "x: x.map"] {
+        for src in [
+            "let builtins = { }; in builtins.map",
+            "builtins.nonexistent",
+            "x: x.map",
+        ] {
             assert!(!matches!(&*compiled(src), Ir::Const(_)), "{src}");
         }
     }
@@ -939,7 +949,10 @@ mod tests {
         fails("builtins.nonexistent", "attribute 'nonexistent' missing");
         fails("builtins.true.x", "expected a set but found a Boolean");
         // The unused default is still compiled: its undefined variable is an error.
-        fails("builtins.map or undefinedVar", "undefined variable 'undefinedVar'");
+        fails(
+            "builtins.map or undefinedVar",
+            "undefined variable 'undefinedVar'",
+        );
     }
 
     #[test]
