@@ -81,7 +81,7 @@ if command -v perf >/dev/null; then
 fi
 
 # 3. Traced runs.
-LANDMARKS=execve,clone,clone3,mkdir,getcwd,fsync,fdatasync,rename,lchown,mount,pivot_root,capset,exit_group,exit,wait4
+LANDMARKS=execve,clone,clone3,mkdir,getcwd,fsync,fdatasync,syncfs,rename,lchown,mount,pivot_root,capset,exit_group,exit,wait4
 for r in $(seq 1 "$TRACED"); do
   strace -f --seccomp-bpf -ttt -T -e trace="$LANDMARKS" -o "$work/trace.$r" \
     "$ROCMX" --store "$store" build --no-link --argstr seed "s$$-$r-$(date +%s%N)" -f one.nix \
@@ -119,8 +119,8 @@ STEPS = [
   ("pivot_root, hostname, lo, capability drops (pivot_root)", "pivot"),
   ("no_new_privs, seccomp filter, spawn builder (capset)", "caps_done"),
   ("builder: exec busybox, echo > $out (execve)", "bexec"),
-  ("init exits, namespaces torn down, reaped (builder exit)", "bexit"),
-  ("output moved, log file written and renamed (wait4 returns)", "reaped"),
+  ("builder exit to the build thread going on: init reports the status (builder exit)", "bexit"),
+  ("output moved, log file written and renamed (build thread goes on)", "reaped"),
   ("normalise, NAR hash, reference scan, locks (log renamed)", "log_done"),
   ("output durable: fsync file, rename, fsync store (fsync)", "out_fsync"),
   ("register (SQLite), realisation, empty build dir (fsync done)", "out_done"),
@@ -160,7 +160,9 @@ def marks(ev):
   k['mkdir0'] = first(lambda e: e[3] == 'mkdir')[1]
   gc = first(lambda e: e[3] == 'getcwd')
   k['getcwd'] = gc[1]
-  f1 = first(lambda e: e[3] == 'fsync', gc[1])
+  # The .drv files go in one batch: a syncfs (older builds: an fsync per
+  # file), then an fsync of the store directory.
+  f1 = first(lambda e: e[3] in ('fsync', 'syncfs'), gc[1])
   k['drv_fsync'] = f1[1]
   f2 = first(lambda e: e[3] == 'fsync', f1[2])
   k['drv_done'] = f2[2]
@@ -177,7 +179,10 @@ def marks(ev):
   bx = first(lambda e: e[3] == 'execve' and e[0] not in (main, init), ns[1])
   k['bexec'] = bx[1]
   k['bexit'] = first(lambda e: e[0] == bx[0] and e[3] == 'exit_group')[1]
-  k['reaped'] = first(lambda e: e[0] == bt and e[3] == 'wait4' and str(init) in e[4])[2]
+  # init is reaped on a thread of its own now; the build thread goes on as
+  # soon as the status pipe has the builder's status: its first landmark
+  # after the builder's exit ends this step.
+  k['reaped'] = first(lambda e: e[0] == bt and e[3] != '+++', k['bexit'])[1]
   lr = first(lambda e: e[0] == bt and e[3] == 'rename' and '.log' in e[4], k['reaped'])
   k['log_done'] = lr[2]
   of1 = first(lambda e: e[0] == bt and e[3] == 'fsync', lr[2])
