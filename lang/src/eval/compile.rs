@@ -379,10 +379,7 @@ impl<'a> Compiler<'a> {
     /// `builtins` compile to constants instead of a walk up every enclosing
     /// scope at each use.
     fn global_const(&self, idx: u32) -> Option<Value> {
-        match self.global_values.0.slots.borrow().get(idx as usize)? {
-            Value::Thunk(t) => t.value(),
-            v => Some(v.clone()),
-        }
+        super::forced(self.global_values.0.slots.borrow().get(idx as usize)?)
     }
 
     /// `expr.a.b` when `expr` compiled to a constant set and every step is a
@@ -393,20 +390,7 @@ impl<'a> Compiler<'a> {
         let Ir::Const(v) = expr else {
             return None;
         };
-        let mut cur = v.clone();
-        for n in path {
-            let IrAttrName::Static(name) = n else {
-                return None;
-            };
-            let Value::Attrs(a) = &cur else {
-                return None;
-            };
-            cur = match a.get(*name)? {
-                Value::Thunk(t) => t.value()?,
-                v => v.clone(),
-            };
-        }
-        Some(cur)
+        super::select_evaluated(v.clone(), path)
     }
 
     fn compile_str(&mut self, parts: &[StrPart], pos: Pos) -> EResult<Rc<Ir>> {

@@ -848,7 +848,6 @@ impl Evaluator {
         }
     }
 
-    /// Runs a builtin on its full argument list and forces the result.
     /// A builtin (`app`, with the arguments it already has) applied to one
     /// more: called when that completes its arity, else a longer partial
     /// application.
@@ -865,6 +864,7 @@ impl Evaluator {
         }
     }
 
+    /// Runs a builtin on its full argument list and forces the result.
     fn call_primop(&mut self, op: &'static crate::value::PrimOp, args: Args) -> EResult<Value> {
         let r = (op.f)(self, args).builtin_frame(op.name)?;
         self.force(&r)
@@ -1181,7 +1181,16 @@ fn peek_select(expr: &Ir, path: &[IrAttrName], env: &Env) -> Option<Value> {
     };
     // A scope still being filled may not have the slot yet (`@args` is
     // pushed after the formals' defaults are made).
-    let mut cur = forced(env.ancestor(*up).0.slots.borrow().get(*idx as usize)?)?;
+    let root = forced(env.ancestor(*up).0.slots.borrow().get(*idx as usize)?)?;
+    select_evaluated(root, path)
+}
+
+/// `v.a.b` when every step is a static name of a set already evaluated, down
+/// to an evaluated value; `None` otherwise. Shared by [`peek_select`] (at run
+/// time) and the compiler's folding of selections from constant sets.
+#[inline]
+pub(crate) fn select_evaluated(v: Value, path: &[IrAttrName]) -> Option<Value> {
+    let mut cur = v;
     for n in path {
         let IrAttrName::Static(name) = n else {
             return None;
@@ -1197,7 +1206,7 @@ fn peek_select(expr: &Ir, path: &[IrAttrName], env: &Env) -> Option<Value> {
 
 /// `v` when it is evaluated (itself, or the value of a forced thunk).
 #[inline(always)]
-fn forced(v: &Value) -> Option<Value> {
+pub(crate) fn forced(v: &Value) -> Option<Value> {
     match v {
         Value::Thunk(t) => t.value(),
         v => Some(v.clone()),
