@@ -63,14 +63,19 @@ fn store_err(e: impl std::fmt::Display) -> Box<EvalError> {
     EvalError::new(ErrorKind::Io, e.to_string())
 }
 
+/// Store path → value, hashed with foldhash rather than SipHash: every `.drv`
+/// an evaluation writes is one insertion (keys are hashes, not chosen freely, and
+/// the seed is random per process).
+type PathMap<V> = HashMap<String, V, foldhash::fast::RandomState>;
+
 /// An [`EvalStore`] that computes paths and keeps contents where they already are
 /// (sources) or in a private temporary directory (texts).
 pub struct MemStore {
     /// Store path (absolute) → where its content is readable.
-    objects: RefCell<HashMap<String, PathBuf>>,
+    objects: RefCell<PathMap<PathBuf>>,
     /// Texts not yet needed on disk (most `.drv` files never are): written to
     /// the temporary directory the first time something reads them.
-    pending: RefCell<HashMap<String, Rc<str>>>,
+    pending: RefCell<PathMap<Rc<str>>>,
     texts: RefCell<Option<tempfile::TempDir>>,
 }
 
@@ -83,8 +88,8 @@ impl Default for MemStore {
 impl MemStore {
     pub fn new() -> MemStore {
         MemStore {
-            objects: RefCell::new(HashMap::new()),
-            pending: RefCell::new(HashMap::new()),
+            objects: RefCell::new(PathMap::default()),
+            pending: RefCell::new(PathMap::default()),
             texts: RefCell::new(None),
         }
     }

@@ -193,6 +193,14 @@ impl Hash {
 
     /// Hashes `data` in one call.
     pub fn digest(algo: HashAlgo, data: &[u8]) -> Hash {
+        if algo == HashAlgo::Blake3 && data.len() < RAYON_THRESHOLD {
+            // Most one-call digests are of short texts (every `.drv` an evaluation
+            // writes): the streaming hasher's 1 MiB batching buffer would cost more
+            // than the hashing.
+            let mut buf = [0u8; 64];
+            buf[..32].copy_from_slice(blake3::hash(data).as_bytes());
+            return Hash { algo, buf };
+        }
         let mut h = Hasher::new(algo);
         h.update(data);
         h.finish()
@@ -634,6 +642,35 @@ mod tests {
         ];
         for (algo, input, hex) in vectors {
             assert_eq!(Hash::digest(algo, input.as_bytes()).to_hex(), hex, "{algo}");
+        }
+    }
+
+    #[test]
+    fn one_call_blake3_digests_agree_with_the_streaming_hasher() {
+        assert_eq!(
+            Hash::digest(HashAlgo::Blake3, b"abc").to_hex(),
+            "6437b3ac38465133ffb63b75273a8db548c558465d79db03fd359c6cd5bd9d85"
+        );
+        let data: Vec<u8> = (0..RAYON_THRESHOLD + 5000)
+            .map(|i| (i * 7 % 251) as u8)
+            .collect();
+        for len in [
+            1,
+            1024,
+            1025,
+            RAYON_THRESHOLD - 1,
+            RAYON_THRESHOLD,
+            data.len(),
+        ] {
+            let mut h = Hasher::new(HashAlgo::Blake3);
+            for piece in data[..len].chunks(1000) {
+                h.update(piece);
+            }
+            assert_eq!(
+                Hash::digest(HashAlgo::Blake3, &data[..len]),
+                h.finish(),
+                "{len}"
+            );
         }
     }
 

@@ -23,8 +23,11 @@ use rocmx_store::derivation::{hash_placeholder, output_path_name, Derivation, De
 use rocmx_store::{Hash, HashAlgo, IngestionMethod, StorePath};
 
 use super::op;
+
+mod wrapper;
 use crate::eval::{CoerceMode, EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
 use crate::value::{Args, Attrs, Context, ContextElem, NixString, PrimOp, Sym, Value};
+pub(crate) use wrapper::derivation_wrapper;
 
 pub(crate) static BUILTINS: &[PrimOp] = &[
     op("derivationStrict", 1, derivation_strict).doc(
@@ -32,43 +35,6 @@ pub(crate) static BUILTINS: &[PrimOp] = &[
         "Write the store derivation described by attrs and return its drvPath and output paths (the primitive under derivation).",
     ),
 ];
-
-/// `derivation`, written in the language itself on top of `derivationStrict` so
-/// that laziness and the output attributes behave exactly as Nix users expect.
-const DERIVATION_NIX: &str = r#"
-drvAttrs @ { outputs ? [ "out" ], ... }:
-let
-  strict = derivationStrict drvAttrs;
-  commonAttrs = drvAttrs // (builtins.listToAttrs outputsList) // {
-    all = map (x: x.value) outputsList;
-    inherit drvAttrs;
-  };
-  outputToAttrListElement = outputName: {
-    name = outputName;
-    value = commonAttrs // {
-      outPath = strict.${outputName};
-      drvPath = strict.drvPath;
-      type = "derivation";
-      inherit outputName;
-    };
-  };
-  outputsList = map outputToAttrListElement outputs;
-in (builtins.head outputsList).value
-"#;
-
-/// The `derivation` global: compiled from [`DERIVATION_NIX`] on first use.
-pub(crate) fn derivation_wrapper() -> Value {
-    Value::lazy(|ev| {
-        let ir = ev.compile_source(
-            "«rocmx-internal»/derivation.nix".into(),
-            None,
-            DERIVATION_NIX.into(),
-            std::path::Path::new("/"),
-        )?;
-        let env = ev.globals().clone();
-        ev.eval(&ir, &env)
-    })
-}
 
 fn err(msg: impl Into<String>) -> Box<EvalError> {
     EvalError::new(ErrorKind::Eval, msg)
