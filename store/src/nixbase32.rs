@@ -75,22 +75,33 @@ pub fn encode_into(bytes: &[u8], out: &mut String) {
 /// allocating.
 pub fn encode20(bytes: &[u8; 20]) -> [u8; 32] {
     // The digest as one 160-bit little-endian number: digit n (from the end of the
-    // text) is bits 5n..5n+5.
-    let lo = u128::from_le_bytes(bytes[..16].try_into().expect("16 bytes"));
-    let hi = u32::from_le_bytes(bytes[16..].try_into().expect("4 bytes"));
+    // text) is bits 5n..5n+5. Five bytes are exactly eight digits, so each 40-bit
+    // group is read as one integer and gives its eight digits by plain shifts.
     let mut out = [0u8; 32];
-    for (n, slot) in out.iter_mut().rev().enumerate() {
-        let b = n * 5;
-        let d = if b + 5 <= 128 {
-            (lo >> b) as u32
-        } else if b >= 128 {
-            hi >> (b - 128)
-        } else {
-            ((lo >> b) as u32) | (hi << (128 - b))
-        };
-        *slot = ALPHABET[(d & 0x1f) as usize];
+    for (k, group) in bytes.chunks_exact(5).enumerate() {
+        let mut word = [0u8; 8];
+        word[..5].copy_from_slice(group);
+        let bits = u64::from_le_bytes(word);
+        for j in 0..8 {
+            out[31 - (8 * k + j)] = ALPHABET[((bits >> (5 * j)) & 0x1f) as usize];
+        }
     }
     out
+}
+
+/// The 20 bytes whose [`encode20`] is `text` (32 characters), or `None` when a
+/// byte is not a nix32 character. 32 digits are exactly 160 bits, so nothing can
+/// overflow; each group of eight digits fills five bytes through one integer.
+pub fn decode20(text: &[u8; 32]) -> Option<[u8; 20]> {
+    let mut out = [0u8; 20];
+    for (k, group) in out.chunks_exact_mut(5).enumerate() {
+        let mut bits = 0u64;
+        for j in 0..8 {
+            bits |= u64::from(digit_of(text[31 - (8 * k + j)])?) << (5 * j);
+        }
+        group.copy_from_slice(&bits.to_le_bytes()[..5]);
+    }
+    Some(out)
 }
 
 /// The digit value of a nix32 character, or `None` outside the alphabet.
@@ -175,6 +186,30 @@ mod tests {
         }
         assert_eq!(&encode20(&[0xff; 20]), encode(&[0xff; 20]).as_bytes());
         assert_eq!(&encode20(&[0; 20]), b"00000000000000000000000000000000");
+    }
+
+    #[test]
+    fn decode20_is_decode() {
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..1000 {
+            let mut b = [0u8; 20];
+            for x in b.iter_mut() {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                *x = rng as u8;
+            }
+            let text = encode20(&b);
+            assert_eq!(decode20(&text), Some(b));
+            let s = std::str::from_utf8(&text).unwrap();
+            assert_eq!(decode(s, 20).unwrap(), b.to_vec());
+        }
+        let mut bad = *b"0123456789abcdfghijklmnpqrsvwxyz";
+        assert!(decode20(&bad).is_some());
+        for c in [b'e', b'o', b'u', b't', b'-', 0xc3] {
+            bad[7] = c;
+            assert_eq!(decode20(&bad), None, "{c}");
+        }
     }
 
     fn hex(s: &str) -> Vec<u8> {

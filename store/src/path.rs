@@ -181,19 +181,26 @@ impl StorePath {
                 base: base.to_string(),
             });
         }
+        // Byte HASH_PART_LEN is the ASCII `-`, so this is a character boundary.
         let (hash_part, rest) = base.split_at(HASH_PART_LEN);
-        for (position, ch) in hash_part.chars().enumerate() {
-            if !nixbase32::is_nix32_char(ch) {
-                return Err(StorePathError::InvalidHashChar { position, ch });
+        let text: &[u8; HASH_PART_LEN] =
+            hash_part
+                .as_bytes()
+                .try_into()
+                .map_err(|_| StorePathError::BadBaseName {
+                    base: base.to_string(),
+                })?;
+        match nixbase32::decode20(text) {
+            Some(hash) => StorePath::new(hash, &rest[1..]),
+            None => {
+                let (position, ch) = hash_part
+                    .chars()
+                    .enumerate()
+                    .find(|&(_, ch)| !nixbase32::is_nix32_char(ch))
+                    .unwrap_or((0, char::REPLACEMENT_CHARACTER));
+                Err(StorePathError::InvalidHashChar { position, ch })
             }
         }
-        let decoded =
-            nixbase32::decode(hash_part, HASH_BYTES).map_err(|_| StorePathError::BadBaseName {
-                base: base.to_string(),
-            })?;
-        let mut hash = [0u8; HASH_BYTES];
-        hash.copy_from_slice(&decoded);
-        StorePath::new(hash, &rest[1..])
     }
 
     /// Parses an absolute store path `/rocmx/store/<hash part>-<name>` (a trailing `/` is

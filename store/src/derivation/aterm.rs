@@ -99,7 +99,7 @@ pub fn print(d: &Derivation) -> String {
         s.push(')');
     });
     s.push(',');
-    list(&mut s, &d.input_srcs, |s, p| path(s, p));
+    list(&mut s, &d.input_srcs, path);
     s.push(',');
     string(&mut s, &d.system);
     s.push(',');
