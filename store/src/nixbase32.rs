@@ -171,17 +171,25 @@ pub fn is_nix32_char(c: char) -> bool {
 mod tests {
     use super::*;
 
+    /// 1,000 pseudo-random 20-byte digests (xorshift from `seed`).
+    fn digests(mut rng: u64) -> Vec<[u8; 20]> {
+        (0..1000)
+            .map(|_| {
+                let mut b = [0u8; 20];
+                for x in b.iter_mut() {
+                    rng ^= rng << 13;
+                    rng ^= rng >> 7;
+                    rng ^= rng << 17;
+                    *x = rng as u8;
+                }
+                b
+            })
+            .collect()
+    }
+
     #[test]
     fn encode20_is_encode() {
-        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-        for _ in 0..1000 {
-            let mut b = [0u8; 20];
-            for x in b.iter_mut() {
-                rng ^= rng << 13;
-                rng ^= rng >> 7;
-                rng ^= rng << 17;
-                *x = rng as u8;
-            }
+        for b in digests(0x9e37_79b9_7f4a_7c15) {
             assert_eq!(std::str::from_utf8(&encode20(&b)).unwrap(), encode(&b));
         }
         assert_eq!(&encode20(&[0xff; 20]), encode(&[0xff; 20]).as_bytes());
@@ -190,15 +198,7 @@ mod tests {
 
     #[test]
     fn decode20_is_decode() {
-        let mut rng = 0x2545_f491_4f6c_dd1du64;
-        for _ in 0..1000 {
-            let mut b = [0u8; 20];
-            for x in b.iter_mut() {
-                rng ^= rng << 13;
-                rng ^= rng >> 7;
-                rng ^= rng << 17;
-                *x = rng as u8;
-            }
+        for b in digests(0x2545_f491_4f6c_dd1d) {
             let text = encode20(&b);
             assert_eq!(decode20(&text), Some(b));
             let s = std::str::from_utf8(&text).unwrap();
