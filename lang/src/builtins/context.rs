@@ -95,13 +95,9 @@ fn get_context(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let mut infos: std::collections::BTreeMap<&str, (bool, bool, Vec<&str>)> = Default::default();
     for e in s.context().iter() {
         match e {
-            ContextElem::Opaque(p) => infos.entry(p.as_str()).or_default().0 = true,
-            ContextElem::DrvDeep(p) => infos.entry(p.as_str()).or_default().1 = true,
-            ContextElem::Built { drv, output } => infos
-                .entry(drv.as_str())
-                .or_default()
-                .2
-                .push(output.as_str()),
+            ContextElem::Opaque(p) => infos.entry(p).or_default().0 = true,
+            ContextElem::DrvDeep(p) => infos.entry(p).or_default().1 = true,
+            ContextElem::Built { drv, output } => infos.entry(drv).or_default().2.push(output),
         }
     }
     let mut entries = Vec::with_capacity(infos.len());
@@ -149,7 +145,7 @@ fn append_context(ev: &mut Evaluator, a: Args) -> EResult<Value> {
             if ev.expect_bool(&p).frame(None, || {
                 "while evaluating the `path` attribute of a string context".into()
             })? {
-                ctx.insert(ContextElem::Opaque(name.to_string()));
+                ctx.insert(ContextElem::Opaque(name.into()));
             }
         }
         if let Some(all) = info.get("allOutputs") {
@@ -163,7 +159,7 @@ fn append_context(ev: &mut Evaluator, a: Args) -> EResult<Value> {
                         format!("tried to add all-outputs context of {name}, which is not a derivation, to a string"),
                     ));
                 }
-                ctx.insert(ContextElem::DrvDeep(name.to_string()));
+                ctx.insert(ContextElem::DrvDeep(name.into()));
             }
         }
         if let Some(outs) = info.get("outputs") {
@@ -182,8 +178,8 @@ fn append_context(ev: &mut Evaluator, a: Args) -> EResult<Value> {
                     "while evaluating an output name within a string context".into()
                 })?;
                 ctx.insert(ContextElem::Built {
-                    drv: name.to_string(),
-                    output: out.as_str().to_string(),
+                    drv: name.into(),
+                    output: out.as_str().into(),
                 });
             }
         }

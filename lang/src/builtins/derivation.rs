@@ -222,7 +222,7 @@ fn build(ev: &mut Evaluator, attrs: &Attrs, name: &str) -> EResult<Value> {
                 input_drvs
                     .entry(parse_store_path(drv)?)
                     .or_default()
-                    .insert(output.clone());
+                    .insert(output.to_string());
             }
             ContextElem::DrvDeep(drv) => {
                 let sp = parse_store_path(drv)?;
@@ -285,12 +285,13 @@ fn build(ev: &mut Evaluator, attrs: &Attrs, name: &str) -> EResult<Value> {
         .output_paths(&drv_path, name)
         .map_err(|e| err(e.to_string()))?;
 
+    let drv_rc: std::rc::Rc<str> = drv_path_s.as_str().into();
     let mut result: Vec<(Sym, Value)> = Vec::new();
     result.push((
         Sym::new("drvPath"),
         Value::String(NixString::with_context(
             drv_path_s.clone(),
-            Context::single(ContextElem::DrvDeep(drv_path_s.clone())),
+            Context::single(ContextElem::DrvDeep(drv_rc.clone())),
         )),
     ));
     for (o, p) in out_paths {
@@ -299,8 +300,8 @@ fn build(ev: &mut Evaluator, attrs: &Attrs, name: &str) -> EResult<Value> {
             Value::String(NixString::with_context(
                 p.to_absolute(),
                 Context::single(ContextElem::Built {
-                    drv: drv_path_s.clone(),
-                    output: o.clone(),
+                    drv: drv_rc.clone(),
+                    output: o.as_str().into(),
                 }),
             )),
         ));

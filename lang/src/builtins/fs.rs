@@ -132,7 +132,7 @@ pub(crate) fn check_import_from_derivation(ev: &Evaluator, ctx: &Context) -> ERe
     }
     let built = ctx.iter().find_map(|c| match c {
         ContextElem::Built { drv, output } => Some(format!("{drv}^{output}")),
-        ContextElem::DrvDeep(drv) => Some(drv.clone()),
+        ContextElem::DrvDeep(drv) => Some(drv.to_string()),
         ContextElem::Opaque(_) => None,
     });
     match built {
@@ -314,7 +314,7 @@ fn base_name(p: &Path) -> String {
 /// A store path as a string with itself as context.
 fn store_path_value(p: StorePath) -> Value {
     let p = p.to_absolute();
-    let ctx = Context::single(ContextElem::Opaque(p.clone()));
+    let ctx = Context::single(ContextElem::Opaque(p.as_str().into()));
     Value::String(NixString::with_context(p, ctx))
 }
 
@@ -724,7 +724,7 @@ fn store_path(ev: &mut Evaluator, a: Args) -> EResult<Value> {
             format!("path '{sp}' is not valid"),
         ));
     }
-    ctx.insert(ContextElem::Opaque(sp));
+    ctx.insert(ContextElem::Opaque(sp.into()));
     Ok(Value::String(NixString::with_context(ps, ctx)))
 }
 

@@ -112,7 +112,7 @@ impl JsonWriter {
                 if self.copy_to_store {
                     let sp = ev.copy_path_to_store(p)?;
                     json_escape_into(&mut self.out, &sp);
-                    self.ctx.insert(ContextElem::Opaque(sp));
+                    self.ctx.insert(ContextElem::Opaque(sp.into()));
                 } else {
                     json_escape_into(&mut self.out, &p.to_string_lossy());
                 }

@@ -16,7 +16,7 @@ use std::rc::Rc;
 use super::context::reject_context;
 use super::op;
 use crate::eval::{CoerceMode, EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
-use crate::value::{Args, NixString, PrimOp, Value};
+use crate::value::{Args, Context, NixString, PrimOp, Value};
 use rocmx_store::{Encoding, Hash, HashAlgo, HashError};
 
 pub(crate) static BUILTINS: &[PrimOp] = &[
@@ -346,7 +346,11 @@ fn concat_strings_sep(ev: &mut Evaluator, a: Args) -> EResult<Value> {
         "while evaluating the second argument (the list of strings to concat) passed to builtins.concatStringsSep"
             .into()
     })?;
-    let mut ctx = sep.context().clone();
+    // The contexts met, joined once at the end (see `Context::union_of`).
+    let mut ctxs: Vec<Context> = Vec::new();
+    if sep.has_context() {
+        ctxs.push(sep.context().clone());
+    }
     let mut out = String::new();
     for (i, x) in list.iter().enumerate() {
         let part = ev.coerce_to_string(x, CoerceMode::Interpolation).frame(None, || {
@@ -359,9 +363,14 @@ fn concat_strings_sep(ev: &mut Evaluator, a: Args) -> EResult<Value> {
             out.push_str(sep.as_str());
         }
         out.push_str(part.as_str());
-        ctx.extend(part.context());
+        if part.has_context() {
+            ctxs.push(part.context().clone());
+        }
     }
-    Ok(Value::String(NixString::with_context(out, ctx)))
+    Ok(Value::String(NixString::with_context(
+        out,
+        Context::union_of(&ctxs),
+    )))
 }
 
 /// Nix's `baseNameOf`: the text after the last `/`, ignoring one trailing `/`.

@@ -466,7 +466,7 @@ impl Evaluator {
                     let sp = self.copy_path_to_store(p)?;
                     Ok(NixString::with_context(
                         sp.clone(),
-                        Context::single(ContextElem::Opaque(sp)),
+                        Context::single(ContextElem::Opaque(sp.into())),
                     ))
                 } else {
                     Ok(NixString::new(p.to_string_lossy().into_owned()))

@@ -454,7 +454,7 @@ fn root_source_info(root: &RootTree, logical: &Path) -> Vec<(Sym, Value)> {
 
 fn fetched_source_info(f: &Fetched, out: &Path) -> Vec<(Sym, Value)> {
     let out = out.to_string_lossy().into_owned();
-    let ctx = Context::single(ContextElem::Opaque(f.store_path.clone()));
+    let ctx = Context::single(ContextElem::Opaque(f.store_path.as_str().into()));
     let mut v = vec![
         (
             Sym::new("outPath"),

@@ -14,18 +14,22 @@
 use std::collections::BTreeSet;
 use std::rc::Rc;
 
+/// One element. Its paths are shared strings: a derivation's `drvPath` and
+/// outputs put the same path into every string built from them, and a
+/// context of thousands of such strings (`concatStringsSep` over a package
+/// set) copies each element once per string it reaches.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ContextElem {
-    Opaque(String),
-    DrvDeep(String),
-    Built { drv: String, output: String },
+    Opaque(Rc<str>),
+    DrvDeep(Rc<str>),
+    Built { drv: Rc<str>, output: Rc<str> },
 }
 
 impl ContextElem {
     /// Nix's encoded form (see the module table).
     pub fn encode(&self) -> String {
         match self {
-            ContextElem::Opaque(p) => p.clone(),
+            ContextElem::Opaque(p) => p.to_string(),
             ContextElem::DrvDeep(p) => format!("={p}"),
             ContextElem::Built { drv, output } => format!("!{output}!{drv}"),
         }
@@ -34,15 +38,15 @@ impl ContextElem {
     /// Parses the encoded form; `None` when malformed.
     pub fn decode(s: &str) -> Option<ContextElem> {
         if let Some(rest) = s.strip_prefix('=') {
-            Some(ContextElem::DrvDeep(rest.to_string()))
+            Some(ContextElem::DrvDeep(rest.into()))
         } else if let Some(rest) = s.strip_prefix('!') {
             let (output, drv) = rest.split_once('!')?;
             Some(ContextElem::Built {
-                drv: drv.to_string(),
-                output: output.to_string(),
+                drv: drv.into(),
+                output: output.into(),
             })
         } else {
-            Some(ContextElem::Opaque(s.to_string()))
+            Some(ContextElem::Opaque(s.into()))
         }
     }
 }
@@ -136,6 +140,32 @@ impl Context {
             }
         }
     }
+    /// The union of `parts`: what `concatStringsSep` builds from the strings it
+    /// joins. Past [`SMALL_MAX`] elements, sorting them all once costs a fraction
+    /// of inserting them one at a time into a growing set (a search and a B-tree
+    /// walk with string comparisons per element); a lone non-empty part is shared.
+    pub fn union_of(parts: &[Context]) -> Context {
+        let mut nonempty = parts.iter().filter(|c| !c.is_empty());
+        let Some(first) = nonempty.next() else {
+            return Context::default();
+        };
+        let total: usize = parts.iter().map(Context::len).sum();
+        if total == first.len() || total <= SMALL_MAX {
+            let mut out = first.clone();
+            nonempty.for_each(|c| out.extend(c));
+            return out;
+        }
+        let mut all: Vec<&ContextElem> = Vec::with_capacity(total);
+        parts.iter().for_each(|c| all.extend(c.iter()));
+        all.sort_unstable();
+        all.dedup();
+        let elems = if all.len() <= SMALL_MAX {
+            Elems::Small(all.into_iter().cloned().collect())
+        } else {
+            Elems::Large(all.into_iter().cloned().collect())
+        };
+        Context(Some(Rc::new(elems)))
+    }
     /// The elements in order.
     pub fn iter(&self) -> impl Iterator<Item = &ContextElem> {
         let (small, large) = match self.0.as_deref() {
@@ -188,7 +218,7 @@ mod tests {
     }
 
     fn opaque(i: usize) -> ContextElem {
-        ContextElem::Opaque(format!("/rocmx/store/{i:03}-x"))
+        ContextElem::Opaque(format!("/rocmx/store/{i:03}-x").into())
     }
 
     /// Whatever the representation (shared, small vector, B-tree past
@@ -224,5 +254,35 @@ mod tests {
         assert_eq!((a.len(), d.len()), (40, 41));
         assert_eq!(Context::default(), Context::default());
         assert_ne!(a, d);
+    }
+
+    /// `union_of` is the sequential union, whatever the sizes and overlaps.
+    #[test]
+    fn union_of_is_the_union_of_its_parts() {
+        let set = |r: std::ops::Range<usize>| {
+            let mut c = Context::default();
+            r.for_each(|i| c.insert(opaque(i)));
+            c
+        };
+        let deep = Context::single(ContextElem::DrvDeep("/rocmx/store/005-x.drv".into()));
+        let cases: Vec<Vec<Context>> = vec![
+            vec![],
+            vec![Context::default(), Context::default()],
+            vec![set(0..3)],
+            vec![Context::default(), set(0..40), Context::default()],
+            vec![set(0..10), set(5..12)],
+            vec![set(0..10), set(5..30), deep.clone()],
+            (0..100).map(|i| set(i % 37..i % 37 + 1)).collect(),
+            vec![set(0..20), set(0..20)],
+            vec![deep.clone(), set(0..17), deep],
+        ];
+        for parts in cases {
+            let mut seq = Context::default();
+            parts.iter().for_each(|c| seq.extend(c));
+            let u = Context::union_of(&parts);
+            assert_eq!(u, seq);
+            assert_eq!(u.len(), seq.len());
+            assert!(u.iter().zip(u.iter().skip(1)).all(|(x, y)| x < y));
+        }
     }
 }

@@ -12,15 +12,32 @@ use super::{Derivation, DerivationError, DerivationOutput};
 use crate::hash::{Encoding, Hash, HashAlgo, HashError};
 use crate::path::{validate_name, IngestionMethod, StorePath};
 
+/// The bytes [`string`] escapes: `"`, `\\`, newline, carriage return, tab.
+static ESCAPED: [bool; 256] = {
+    let mut t = [false; 256];
+    t[b'"' as usize] = true;
+    t[b'\\' as usize] = true;
+    t[b'\n' as usize] = true;
+    t[b'\r' as usize] = true;
+    t[b'\t' as usize] = true;
+    t
+};
+
 /// Appends `v` as an ATerm string literal.
 fn string(out: &mut String, v: &str) {
     out.reserve(v.len() + 2);
     out.push('"');
-    // Most strings have nothing to escape: two vectorised scans prove it.
+    // Most strings have nothing to escape: a table lookup per byte proves it
+    // for short ones (names, paths, flags), two vectorised scans for long ones
+    // (whose set-up costs more than a short string's whole scan).
     let b = v.as_bytes();
-    if memchr::memchr3(b'"', b'\\', b'\n', b).is_none()
-        && memchr::memchr2(b'\r', b'\t', b).is_none()
-    {
+    let clean = if b.len() <= 96 {
+        !b.iter().any(|&c| ESCAPED[c as usize])
+    } else {
+        memchr::memchr3(b'"', b'\\', b'\n', b).is_none()
+            && memchr::memchr2(b'\r', b'\t', b).is_none()
+    };
+    if clean {
         out.push_str(v);
         out.push('"');
         return;
@@ -693,5 +710,40 @@ pub(super) mod tests {
         out.clear();
         super::string(&mut out, "");
         assert_eq!(out, "\"\"");
+    }
+
+    /// Short strings (table scan) and long ones (vectorised scan) escape the
+    /// same characters wherever they stand.
+    #[test]
+    fn both_scans_find_every_escaped_character() {
+        let reference = |v: &str| {
+            let mut r = String::from("\"");
+            for c in v.chars() {
+                match c {
+                    '"' => r.push_str("\\\""),
+                    '\\' => r.push_str("\\\\"),
+                    '\n' => r.push_str("\\n"),
+                    '\r' => r.push_str("\\r"),
+                    '\t' => r.push_str("\\t"),
+                    c => r.push(c),
+                }
+            }
+            r.push('"');
+            r
+        };
+        for len in [1, 2, 31, 32, 33, 95, 96, 97, 150] {
+            for at in [0, len / 2, len - 1] {
+                for c in [
+                    '"', '\\', '\n', '\r', '\t', 'x', 'é', '\u{1}', '\u{1f}', ' ', '#', ']',
+                    '\u{7f}',
+                ] {
+                    let mut v: String = "a".repeat(len - 1);
+                    v.insert(at.min(v.len()), c);
+                    let mut out = String::new();
+                    super::string(&mut out, &v);
+                    assert_eq!(out, reference(&v), "{len} {at} {c:?}");
+                }
+            }
+        }
     }
 }
