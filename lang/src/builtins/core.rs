@@ -272,7 +272,7 @@ fn function_args(ev: &mut Evaluator, a: Args) -> EResult<Value> {
                 formals
                     .iter()
                     .zip(positions)
-                    .map(|((n, d), p)| (*n, Value::Bool(d.is_some()), *p))
+                    .map(|((n, d), p)| (*n, Value::Bool(d.is_some()), (*p).into()))
                     .collect(),
             ))),
             _ => Ok(mk_attrs(vec![])),

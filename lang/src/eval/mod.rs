@@ -622,7 +622,7 @@ impl Evaluator {
             if def.rec {
                 scope.set(i as u32, v.clone());
             }
-            entries.push((a.name, v, a.pos));
+            entries.push((a.name, v, a.pos.into()));
         }
         // The compiler sorted the statics by name (`compile_tree_with_body`).
         let mut attrs = Attrs::from_sorted_pos(entries);

@@ -18,8 +18,60 @@ use super::{Sym, Value};
 use crate::eval::ir::Pos;
 
 /// One entry: name, value, and where the attribute was defined
-/// (`Pos::default()` when made by a builtin), for `unsafeGetAttrPos`.
-pub type Entry = (Sym, Value, Pos);
+/// ([`AttrPos::NONE`] when made by a builtin), for `unsafeGetAttrPos` and
+/// error frames. 32 bytes.
+pub type Entry = (Sym, Value, AttrPos);
+
+/// Where an attribute was defined, in 8 bytes instead of [`Pos`]'s 12: an
+/// entry is then 32 bytes, not 40 (a package set holds millions of them, most
+/// copied by `//`). Encoding: the span's start offset, and one word holding
+/// the file index in its low 24 bits and the span's length, capped at 255, in
+/// its high 8 bits. Only the start and a caret's width (at most 80 columns)
+/// are ever shown of an attribute's position, so the cap loses nothing shown;
+/// a position in a file numbered 2^24 or above is not kept (an evaluation
+/// reading over 16 million files). `Pos::default()` and `NONE` correspond.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct AttrPos {
+    start: u32,
+    file_len: u32,
+}
+
+impl AttrPos {
+    /// No known position.
+    pub const NONE: AttrPos = AttrPos {
+        start: 0,
+        file_len: 0,
+    };
+    const FILE_BITS: u32 = 24;
+
+    /// The position as a [`Pos`]; its span is the kept (capped) length.
+    #[inline]
+    pub fn to_pos(self) -> Pos {
+        let file = self.file_len & ((1 << Self::FILE_BITS) - 1);
+        let len = self.file_len >> Self::FILE_BITS;
+        Pos {
+            file,
+            span: crate::syntax::ast::Span {
+                start: self.start,
+                end: self.start.saturating_add(len),
+            },
+        }
+    }
+}
+
+impl From<Pos> for AttrPos {
+    #[inline]
+    fn from(p: Pos) -> AttrPos {
+        if p.file >= 1 << AttrPos::FILE_BITS {
+            return AttrPos::NONE;
+        }
+        let len = p.span.end.saturating_sub(p.span.start).min(255);
+        AttrPos {
+            start: p.span.start,
+            file_len: p.file | (len << AttrPos::FILE_BITS),
+        }
+    }
+}
 
 /// `a == b` for attribute names, deciding most mismatches by length and first byte
 /// before comparing the bytes: names are short, and a call to `memcmp` for each
@@ -81,7 +133,7 @@ pub enum Attrs {
     /// Sorted by name, no duplicates.
     Small(Vec<Entry>),
     /// Persistent map, used past [`SMALL_MAX`] entries.
-    Large(OrdMap<Sym, (Value, Pos)>),
+    Large(OrdMap<Sym, (Value, AttrPos)>),
 }
 
 impl Default for Attrs {
@@ -97,7 +149,7 @@ impl Attrs {
 
     /// Builds a set from entries in any order; a later duplicate replaces an earlier one.
     pub fn from_unsorted(v: Vec<(Sym, Value)>) -> Attrs {
-        Attrs::from_unsorted_pos(v.into_iter().map(|(k, x)| (k, x, Pos::default())).collect())
+        Attrs::from_unsorted_pos(v.into_iter().map(|(k, x)| (k, x, AttrPos::NONE)).collect())
     }
 
     /// Like [`Self::from_unsorted`], with a definition position per entry.
@@ -116,7 +168,7 @@ impl Attrs {
 
     /// Builds a set from entries already sorted by name without duplicates.
     pub fn from_sorted(v: Vec<(Sym, Value)>) -> Attrs {
-        Attrs::from_sorted_pos(v.into_iter().map(|(k, x)| (k, x, Pos::default())).collect())
+        Attrs::from_sorted_pos(v.into_iter().map(|(k, x)| (k, x, AttrPos::NONE)).collect())
     }
 
     /// Like [`Self::from_sorted`], with a definition position per entry.
@@ -191,7 +243,7 @@ impl Attrs {
                 .map(|(_, _, p)| *p),
             Attrs::Large(m) => m.get(k).map(|(_, p)| *p),
         }?;
-        (p != Pos::default()).then_some(p)
+        (p != AttrPos::NONE).then(|| p.to_pos())
     }
 
     pub fn contains<'k>(&self, k: impl Into<Key<'k>>) -> bool {
@@ -204,6 +256,12 @@ impl Attrs {
             Attrs::Small(v) => AttrsIter::Small(v.iter()),
             Attrs::Large(m) => AttrsIter::Large(m.iter()),
         }
+    }
+
+    /// Entries with their positions in stored form, in name order: for
+    /// building another set from this one's entries.
+    pub fn entries(&self) -> impl Iterator<Item = (&Sym, &Value, AttrPos)> {
+        self.iter().entries()
     }
 
     /// Entries with their definition positions, in name order.
@@ -221,18 +279,22 @@ impl Attrs {
 
     /// Inserts or replaces one entry.
     pub fn insert(&mut self, k: Sym, val: Value) {
-        self.insert_pos(k, val, Pos::default())
+        self.insert_entry(k, val, AttrPos::NONE)
     }
 
     /// Inserts or replaces one entry, recording where it was defined.
     pub fn insert_pos(&mut self, k: Sym, val: Value, pos: Pos) {
+        self.insert_entry(k, val, pos.into())
+    }
+
+    fn insert_entry(&mut self, k: Sym, val: Value, pos: AttrPos) {
         match self {
             Attrs::Small(v) => match v.binary_search_by(|(n, _, _)| n.cmp(&k)) {
                 Ok(i) => v[i] = (k, val, pos),
                 Err(i) => {
                     v.insert(i, (k, val, pos));
                     if v.len() > SMALL_MAX {
-                        let m: OrdMap<Sym, (Value, Pos)> = std::mem::take(v)
+                        let m: OrdMap<Sym, (Value, AttrPos)> = std::mem::take(v)
                             .into_iter()
                             .map(|(k, x, p)| (k, (x, p)))
                             .collect();
@@ -294,14 +356,14 @@ impl Attrs {
             }
             (Attrs::Large(a), _) if other.len() <= a.len() => {
                 let mut m = a.clone();
-                for (k, v, p) in other.iter_pos() {
+                for (k, v, p) in other.iter().entries() {
                     m.insert(*k, (v.clone(), p));
                 }
                 Rc::new(Attrs::Large(m))
             }
             (_, Attrs::Large(b)) => {
                 let mut m = b.clone();
-                for (k, v, p) in self.iter_pos() {
+                for (k, v, p) in self.iter().entries() {
                     if !m.contains_key(k) {
                         m.insert(*k, (v.clone(), p));
                     }
@@ -310,7 +372,7 @@ impl Attrs {
             }
             (Attrs::Large(a), _) => {
                 let mut m = a.clone();
-                for (k, v, p) in other.iter_pos() {
+                for (k, v, p) in other.iter().entries() {
                     m.insert(*k, (v.clone(), p));
                 }
                 Rc::new(Attrs::Large(m))
@@ -326,11 +388,17 @@ impl Attrs {
 
 pub enum AttrsIter<'a> {
     Small(std::slice::Iter<'a, Entry>),
-    Large(imbl::ordmap::Iter<'a, Sym, (Value, Pos), RcK>),
+    Large(imbl::ordmap::Iter<'a, Sym, (Value, AttrPos), RcK>),
 }
 
 impl<'a> AttrsIter<'a> {
-    fn next_pos(&mut self) -> Option<(&'a Sym, &'a Value, Pos)> {
+    /// The entries themselves, positions in their stored form.
+    fn entries(self) -> impl Iterator<Item = (&'a Sym, &'a Value, AttrPos)> {
+        let mut it = self;
+        std::iter::from_fn(move || it.next_pos())
+    }
+
+    fn next_pos(&mut self) -> Option<(&'a Sym, &'a Value, AttrPos)> {
         match self {
             AttrsIter::Small(i) => i.next().map(|(k, v, p)| (k, v, *p)),
             AttrsIter::Large(i) => i.next().map(|(k, (v, p))| (k, v, *p)),
@@ -351,7 +419,7 @@ pub struct AttrsPosIter<'a>(AttrsIter<'a>);
 impl<'a> Iterator for AttrsPosIter<'a> {
     type Item = (&'a Sym, &'a Value, Pos);
     fn next(&mut self) -> Option<Self::Item> {
-        self.0.next_pos()
+        self.0.next_pos().map(|(k, v, p)| (k, v, p.to_pos()))
     }
 }
 
@@ -406,6 +474,45 @@ mod tests {
                 assert!(a.get(missing).is_none(), "{missing}");
             }
         }
+    }
+
+    /// The 8-byte form keeps file and start, and the length up to 255; a
+    /// file index past 24 bits is not kept; the default is "no position".
+    #[test]
+    fn attr_positions_round_trip_within_their_bounds() {
+        use crate::syntax::ast::Span;
+        let pos = |file, start, end| Pos {
+            file,
+            span: Span { start, end },
+        };
+        for p in [
+            pos(0, 0, 0),
+            pos(1, 0, 1),
+            pos(7, 1234, 1250),
+            pos((1 << 24) - 1, u32::MAX - 255, u32::MAX),
+            pos(3, 10, 265),
+        ] {
+            assert_eq!(AttrPos::from(p).to_pos(), p);
+        }
+        assert_eq!(AttrPos::from(pos(3, 10, 266)).to_pos(), pos(3, 10, 265));
+        assert_eq!(AttrPos::from(pos(1 << 24, 5, 9)), AttrPos::NONE);
+        assert_eq!(AttrPos::from(Pos::default()), AttrPos::NONE);
+        assert_eq!(AttrPos::NONE.to_pos(), Pos::default());
+        assert_eq!(std::mem::size_of::<Entry>(), 32);
+
+        let mut a = Attrs::new();
+        a.insert_pos(Sym::new("x"), Value::Int(1), pos(2, 40, 45));
+        a.insert(Sym::new("y"), Value::Int(2));
+        assert_eq!(a.get_pos("x"), Some(pos(2, 40, 45)));
+        assert_eq!(a.get_pos("y"), None);
+        let kept: Vec<_> = a.iter_pos().map(|(k, _, p)| (k.to_string(), p)).collect();
+        assert_eq!(
+            kept,
+            [
+                ("x".to_string(), pos(2, 40, 45)),
+                ("y".into(), Pos::default())
+            ]
+        );
     }
 
     #[test]

@@ -26,9 +26,8 @@ use std::rc::Rc;
 
 use super::BUILTINS as STRICT;
 use crate::builtins::op;
-use crate::eval::ir::Pos;
 use crate::eval::{EResult, EvalError, Evaluator};
-use crate::value::attrs::Entry;
+use crate::value::attrs::{AttrPos, Entry};
 use crate::value::{Args, Attrs, PrimOp, PrimOpApp, Sym, Thunk, ThunkState, Value};
 
 /// `derivation`, as Nix writes it, behind `fast` (the language version is its
@@ -165,12 +164,12 @@ fn outputs_set(drv_attrs: &Value, attrs: &Attrs, names: &[Sym]) -> Value {
     let mut first = None;
     for (name, set) in names.iter().zip(&sets) {
         let mut entries: Vec<Entry> = Vec::with_capacity(attrs.len() + names.len() + 6);
-        entries.extend(attrs.iter_pos().map(|(k, v, p)| (*k, v.clone(), p)));
+        entries.extend(attrs.entries().map(|(k, v, p)| (*k, v.clone(), p)));
         entries.extend(
             names
                 .iter()
                 .zip(&sets)
-                .map(|(n, s)| (*n, Value::Thunk(s.clone()), Pos::default())),
+                .map(|(n, s)| (*n, Value::Thunk(s.clone()), AttrPos::NONE)),
         );
         let added = [
             all.clone(),
@@ -184,7 +183,7 @@ fn outputs_set(drv_attrs: &Value, attrs: &Attrs, names: &[Sym]) -> Value {
             added_names
                 .into_iter()
                 .zip(added)
-                .map(|(k, v)| (k, v, Pos::default())),
+                .map(|(k, v)| (k, v, AttrPos::NONE)),
         );
         let value = Value::attrs(Attrs::from_unsorted_pos(entries));
         first.get_or_insert_with(|| value.clone());
