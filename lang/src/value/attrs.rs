@@ -331,7 +331,7 @@ impl Attrs {
         }
         match (&**self, &**other) {
             (Attrs::Small(a), Attrs::Small(b)) => {
-                let mut out = Vec::with_capacity(a.len() + b.len());
+                let mut out = Vec::with_capacity(merged_len(a, b));
                 let (mut i, mut j) = (0, 0);
                 while i < a.len() && j < b.len() {
                     match a[i].0.cmp(&b[j].0) {
@@ -384,6 +384,25 @@ impl Attrs {
     pub fn ptr(self: &Rc<Self>) -> usize {
         Rc::as_ptr(self) as *const u8 as usize
     }
+}
+
+/// The number of distinct names in two sorted entry lists: the exact size of
+/// their union, so `//` of overlapping sets (`args // newArgs`, `old // f old`)
+/// allocates no unused room (set copies are most of a package set's memory).
+fn merged_len(a: &[Entry], b: &[Entry]) -> usize {
+    let (mut i, mut j, mut n) = (0, 0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].0.cmp(&b[j].0) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                i += 1;
+                j += 1;
+            }
+        }
+        n += 1;
+    }
+    n + (a.len() - i) + (b.len() - j)
 }
 
 pub enum AttrsIter<'a> {
@@ -513,6 +532,29 @@ mod tests {
                 ("y".into(), Pos::default())
             ]
         );
+    }
+
+    #[test]
+    fn merged_len_counts_each_name_once() {
+        let entries = |names: &[&str]| match Attrs::from_unsorted(
+            names.iter().map(|n| (Sym::new(n), Value::Null)).collect(),
+        ) {
+            Attrs::Small(v) => v,
+            Attrs::Large(_) => unreachable!(),
+        };
+        let cases: [(&[&str], &[&str], usize); 5] = [
+            (&[], &[], 0),
+            (&["a"], &[], 1),
+            (&["a", "b", "c"], &["b", "d"], 4),
+            (&["a", "b"], &["a", "b"], 2),
+            (&["x1", "x2", "x3"], &["a", "x2", "z"], 5),
+        ];
+        for (a, b, n) in cases {
+            assert_eq!(merged_len(&entries(a), &entries(b)), n, "{a:?} {b:?}");
+            assert_eq!(merged_len(&entries(b), &entries(a)), n, "{b:?} {a:?}");
+            let u = Rc::new(Attrs::Small(entries(a))).update(&Rc::new(Attrs::Small(entries(b))));
+            assert_eq!(u.len(), n);
+        }
     }
 
     #[test]
