@@ -488,9 +488,9 @@ impl Evaluator {
                 let v: Vec<Value> = items.iter().map(|i| self.delay(i, env)).collect();
                 Ok(Value::List(Rc::new(v)))
             }
-            Ir::Attrs(def) => self.eval_attrs(def, env).map(|(a, _)| Value::Attrs(a)),
+            Ir::Attrs(def) => self.eval_attrs(def, env).map(Value::Attrs),
             Ir::Let { def, body } => {
-                let (_, new_env) = self.eval_attrs(def, env)?;
+                let new_env = self.let_scope(def, env);
                 self.eval(body, &new_env)
             }
             Ir::Lambda(def) => Ok(Value::Lambda(Rc::new(Closure {
@@ -584,7 +584,32 @@ impl Evaluator {
     }
 
     /// Builds the set (and, for `rec`/`let`, the environment its values close over).
-    fn eval_attrs(&mut self, def: &Rc<AttrsDef>, env: &Env) -> EResult<(Rc<Attrs>, Env)> {
+    /// The scope of `let … in`: one slot per binding (then the `inherit (e)`
+    /// sources), each delayed in the scope itself. No attribute set is built,
+    /// and `__overrides` is an ordinary name here, as in Nix (only a `rec`
+    /// set's, or a legacy `let { … }`'s, is applied). The parser refuses
+    /// dynamic names in a `let`, so there are none.
+    fn let_scope(&mut self, def: &AttrsDef, env: &Env) -> Env {
+        debug_assert!(def.rec && def.dynamics.is_empty());
+        let scope = Env::new(
+            Some(env),
+            Slots::with_capacity(def.statics.len() + def.hidden.len()),
+        );
+        for _ in 0..def.statics.len() {
+            scope.push(Value::Null);
+        }
+        for h in &def.hidden {
+            let v = self.delay_in_new_scope(h, &scope);
+            scope.push(v);
+        }
+        for (i, a) in def.statics.iter().enumerate() {
+            let v = self.delay_in_new_scope(&a.value, &scope);
+            scope.set(i as u32, v);
+        }
+        scope
+    }
+
+    fn eval_attrs(&mut self, def: &Rc<AttrsDef>, env: &Env) -> EResult<Rc<Attrs>> {
         let scope = if def.needs_env() {
             let n = if def.rec { def.statics.len() } else { 0 } + def.hidden.len();
             let new_env = Env::new(Some(env), Slots::with_capacity(n));
@@ -666,7 +691,7 @@ impl Evaluator {
                 }
             }
         }
-        Ok((Rc::new(attrs), scope))
+        Ok(Rc::new(attrs))
     }
 
     /// The name an attribute path element stands for; static names (nearly
@@ -1456,6 +1481,42 @@ mod tests {
     /// reused after later calls, shadowing names, closures and thunks made
     /// between the arguments, `with` and formals in the chain, and chains long
     /// enough to spill the scope's inline slots must all see the right values.
+    /// `let … in` builds only a scope: `__overrides` is an ordinary binding
+    /// there, while a `rec` set's and a legacy `let { }`'s still apply.
+    /// Expected values from Nix 2.8.
+    #[test]
+    fn let_bindings_are_a_scope_and_only_rec_sets_take_overrides() {
+        use super::testing::ok;
+        let cases = [
+            ("let __overrides = { x = 1; }; x = 2; in x", "2"),
+            ("let __overrides = { x = 1; }; x = 2; in __overrides.x", "1"),
+            (
+                "let s = rec { __overrides = { x = 1; }; x = 2; y = x; }; in [ s.x s.y ]",
+                "[ 1 1 ]",
+            ),
+            (
+                "let s = rec { ${\"__overrides\"} = { x = 1; }; x = 2; y = x; }; in [ s.x s.y ]",
+                "[ 1 1 ]",
+            ),
+            ("let { __overrides = { body = 1; }; body = 2; }", "1"),
+            (
+                "let a = b; b = 1; inherit ({ c = 3; }) c; in [ a c ]",
+                "[ 1 3 ]",
+            ),
+            (
+                "let f = x: let y = x + 1; in let z = y * 2; in z; in f 4",
+                "10",
+            ),
+            (
+                "let xs = [ a b ]; a = 1; b = builtins.length xs; in xs",
+                "[ 1 2 ]",
+            ),
+        ];
+        for (e, want) in cases {
+            assert_eq!(ok(e), want, "{e}");
+        }
+    }
+
     #[test]
     fn curried_chains_share_one_scope_and_partial_applications_stay_apart() {
         let cases = [
