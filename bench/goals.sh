@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every performance goal of issue 15 in one run: runs bench/eval.sh (Nix 2.8
-# and Nix 2.34 as peers), bench/store.sh and bench/build.sh one after the
+# and Nix 2.34 as peers), bench/build.sh and bench/store.sh one after the
 # other on the same machine, then prints one table of every ratio against its
 # goal. The three scripts' own tables (and every run's times) are kept in
 # OUT for the record.
@@ -42,8 +42,13 @@ run() {
 }
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 run eval env RUNS="${RUNS:-5}" "$here/eval.sh"
-run store env RUNS="${STORE_RUNS:-5}" "$here/store.sh"
+# Builds before `store add`: store.sh creates and deletes over 20,000 files,
+# and ext4 without a journal (as on these machines) then avoids reusing the
+# deleted inodes for one to six minutes, searching past them for every new
+# one. That slowed the 50-chain run right after it (both tools; rocmx's more,
+# its sandbox creating more inodes per build) from 0.40 s to 0.55 s.
 run build env RUNS="${BUILD_RUNS:-7}" "$here/build.sh"
+run store env RUNS="${STORE_RUNS:-5}" "$here/store.sh"
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # field FILE PATTERN N: the N-th |-separated field (1-based, trimmed) of the
