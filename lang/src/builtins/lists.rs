@@ -864,7 +864,7 @@ fn cat_attrs(ev: &mut Evaluator, a: Args) -> EResult<Value> {
 
 #[cfg(test)]
 mod tests {
-    use crate::eval::testing::{err, fails, ok};
+    use crate::eval::testing::{err, fails, ok, ok_all};
 
     #[test]
     fn map_filter_length() {
@@ -1016,9 +1016,7 @@ mod tests {
                 "[ \"a\" \"b1\" ]",
             ),
         ];
-        for (expr, want) in cases {
-            assert_eq!(ok(expr), want, "{expr}");
-        }
+        ok_all(&cases);
         // Mixed types still fail inside the lambda, at its `<`.
         let e = err("builtins.sort (a: b: a < b) [ 3 1.5 2 \"x\" ]");
         assert!(e.contains("cannot compare a string with an integer"), "{e}");

@@ -880,7 +880,7 @@ pub fn canon_path(p: &str) -> PathBuf {
 mod tests {
     use super::canon_path;
     use crate::eval::ir::Ir;
-    use crate::eval::testing::{fails, ok};
+    use crate::eval::testing::{fails, ok_all};
     use crate::eval::{EvalSettings, Evaluator};
 
     /// The compiled form of `src` (no evaluation).
@@ -927,9 +927,7 @@ mod tests {
             ("builtins.substring 1 2 \"abcd\"", "\"bc\""),
             ("let x = { inherit (builtins) true; }; in x.true", "true"),
         ];
-        for (expr, want) in cases {
-            assert_eq!(ok(expr), want, "{expr}");
-        }
+        ok_all(&cases);
         fails("builtins.nonexistent", "attribute 'nonexistent' missing");
         fails("builtins.true.x", "expected a set but found a Boolean");
         // The unused default is still compiled: its undefined variable is an error.

@@ -1259,6 +1259,13 @@ pub(crate) mod testing {
         }
     }
 
+    /// Asserts that each expression prints as its expected value.
+    pub fn ok_all(cases: &[(&str, &str)]) {
+        for (e, want) in cases {
+            assert_eq!(ok(e), *want, "{e}");
+        }
+    }
+
     /// Asserts that `e` fails with a message containing `msg`.
     pub fn fails(e: &str, msg: &str) {
         let m = err(e);
@@ -1486,7 +1493,7 @@ mod tests {
     /// Expected values from Nix 2.8.
     #[test]
     fn let_bindings_are_a_scope_and_only_rec_sets_take_overrides() {
-        use super::testing::ok;
+        use super::testing::ok_all;
         let cases = [
             ("let __overrides = { x = 1; }; x = 2; in x", "2"),
             ("let __overrides = { x = 1; }; x = 2; in __overrides.x", "1"),
@@ -1512,9 +1519,7 @@ mod tests {
                 "[ 1 2 ]",
             ),
         ];
-        for (e, want) in cases {
-            assert_eq!(ok(e), want, "{e}");
-        }
+        ok_all(&cases);
     }
 
     #[test]
