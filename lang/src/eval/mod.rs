@@ -583,7 +583,24 @@ impl Evaluator {
         Err(EvalError::undefined_variable(name, None)).at_pos(pos)
     }
 
-    /// Builds the set (and, for `rec`/`let`, the environment its values close over).
+    /// The new scope of a `rec` set, a `let` or a set with `inherit (e)`
+    /// sources ([`AttrsDef::needs_env`]): for `rec`/`let` one slot per static
+    /// binding (null until set), then each source, delayed in the scope.
+    fn new_scope(&mut self, def: &AttrsDef, env: &Env) -> Env {
+        let n = if def.rec { def.statics.len() } else { 0 } + def.hidden.len();
+        let scope = Env::new(Some(env), Slots::with_capacity(n));
+        if def.rec {
+            for _ in 0..def.statics.len() {
+                scope.push(Value::Null);
+            }
+        }
+        for h in &def.hidden {
+            let v = self.delay_in_new_scope(h, &scope);
+            scope.push(v);
+        }
+        scope
+    }
+
     /// The scope of `let … in`: one slot per binding (then the `inherit (e)`
     /// sources), each delayed in the scope itself. No attribute set is built,
     /// and `__overrides` is an ordinary name here, as in Nix (only a `rec`
@@ -591,17 +608,7 @@ impl Evaluator {
     /// dynamic names in a `let`, so there are none.
     fn let_scope(&mut self, def: &AttrsDef, env: &Env) -> Env {
         debug_assert!(def.rec && def.dynamics.is_empty());
-        let scope = Env::new(
-            Some(env),
-            Slots::with_capacity(def.statics.len() + def.hidden.len()),
-        );
-        for _ in 0..def.statics.len() {
-            scope.push(Value::Null);
-        }
-        for h in &def.hidden {
-            let v = self.delay_in_new_scope(h, &scope);
-            scope.push(v);
-        }
+        let scope = self.new_scope(def, env);
         for (i, a) in def.statics.iter().enumerate() {
             let v = self.delay_in_new_scope(&a.value, &scope);
             scope.set(i as u32, v);
@@ -609,20 +616,10 @@ impl Evaluator {
         scope
     }
 
+    /// Builds the set; a `rec` set's values close over its new scope.
     fn eval_attrs(&mut self, def: &Rc<AttrsDef>, env: &Env) -> EResult<Rc<Attrs>> {
         let scope = if def.needs_env() {
-            let n = if def.rec { def.statics.len() } else { 0 } + def.hidden.len();
-            let new_env = Env::new(Some(env), Slots::with_capacity(n));
-            if def.rec {
-                for _ in 0..def.statics.len() {
-                    new_env.push(Value::Null);
-                }
-            }
-            for h in &def.hidden {
-                let v = self.delay_in_new_scope(h, &new_env);
-                new_env.push(v);
-            }
-            new_env
+            self.new_scope(def, env)
         } else {
             env.clone()
         };
@@ -1483,11 +1480,6 @@ mod tests {
         );
     }
 
-    /// A curried chain `a: b: …` runs in one scope (`LambdaDef::extends`):
-    /// calls with all, some or one argument at a time, partial applications
-    /// reused after later calls, shadowing names, closures and thunks made
-    /// between the arguments, `with` and formals in the chain, and chains long
-    /// enough to spill the scope's inline slots must all see the right values.
     /// `let … in` builds only a scope: `__overrides` is an ordinary binding
     /// there, while a `rec` set's and a legacy `let { }`'s still apply.
     /// Expected values from Nix 2.8.
@@ -1522,6 +1514,11 @@ mod tests {
         ok_all(&cases);
     }
 
+    /// A curried chain `a: b: …` runs in one scope (`LambdaDef::extends`):
+    /// calls with all, some or one argument at a time, partial applications
+    /// reused after later calls, shadowing names, closures and thunks made
+    /// between the arguments, `with` and formals in the chain, and chains long
+    /// enough to spill the scope's inline slots must all see the right values.
     #[test]
     fn curried_chains_share_one_scope_and_partial_applications_stay_apart() {
         let cases = [
