@@ -4,8 +4,9 @@
 //! module's token emitter into a [`HashPipe`] (BLAKE3 on another thread, file contents
 //! read straight into its buffers; the archive is never built) and records every entry
 //! with the metadata it had when read; and [`materialise`], which recreates that
-//! recorded tree in normalised form (see [`super::fsutil`]), copying file contents with
-//! `copy_file_range` and checking each source file's size, inode and change time against
+//! recorded tree in normalised form (see [`super::fsutil`]), copying file contents
+//! (files of 64 KiB and more with O_DIRECT writes past the page cache, smaller ones with
+//! `copy_file_range`) and checking each source file's size, inode and change time against
 //! the scan, so that the copy is exactly what was hashed or the add fails with
 //! [`StoreError::SourceChanged`].
 //!
@@ -24,6 +25,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use super::error::StoreError;
 use super::fsutil::{self, special_kind};
+use crate::direct::{DirectWriter, DIRECT_MIN};
 use crate::hash::{Hash, HashAlgo, HashPipe};
 use crate::nar::{entry_names, ContentsError, Emitter};
 
@@ -334,18 +336,33 @@ fn copy_checked(from: &Path, to: &Path, stamp: Stamp) -> Result<(), StoreError> 
     if Stamp::of(&before) != stamp {
         return Err(changed());
     }
-    let mut dst = OpenOptions::new()
+    let dst = OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .open(to)
         .map_err(StoreError::io("creating", to))?;
-    let copied = io::copy(&mut src, &mut dst).map_err(StoreError::io("copying into", to))?;
+    // At most one byte more than was hashed: enough to notice growth, and a file that
+    // keeps growing cannot keep the copy going.
+    let mut limited = io::Read::take(&mut src, stamp.size + 1);
+    let (dst, copied) = if stamp.size >= DIRECT_MIN {
+        // Past the page cache: see `crate::direct` (this copy is synced before it is
+        // registered, so its data has to reach the disk anyway).
+        let mut w = DirectWriter::with_size_hint(dst, stamp.size);
+        let n = w
+            .copy_from(&mut limited)
+            .map_err(StoreError::io("copying into", to))?;
+        (w.finish().map_err(StoreError::io("copying into", to))?, n)
+    } else {
+        let mut dst = dst;
+        let n = io::copy(&mut limited, &mut dst).map_err(StoreError::io("copying into", to))?;
+        fsutil::start_writeback(&dst);
+        (dst, n)
+    };
     let after = src.metadata().map_err(StoreError::io("reading", from))?;
     if copied != stamp.size || Stamp::of(&after) != stamp {
         return Err(changed());
     }
-    fsutil::start_writeback(&dst);
     fsutil::set_canonical_times_fd(&dst, to)
 }
 
@@ -446,6 +463,61 @@ mod tests {
             Path::new("/does/not/exist")
         );
         fsutil::remove_tree(&dest).expect("cleanup");
+    }
+
+    #[test]
+    fn direct_copies_are_exact_at_every_boundary() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let root = tmp.path().join("t");
+        fs::create_dir(&root).expect("mkdir");
+        let min = DIRECT_MIN as usize;
+        let sizes = [
+            min - 1,
+            min,
+            min + 1,
+            min + 4095,
+            crate::direct::CHUNK - 1,
+            crate::direct::CHUNK,
+            crate::direct::CHUNK + 1,
+            2 * crate::direct::CHUNK + 4097,
+        ];
+        for (i, n) in sizes.iter().enumerate() {
+            // Bytes that differ from every neighbour and from the zero padding.
+            let data: Vec<u8> = (0..*n).map(|k| (k % 251) as u8 + 1).collect();
+            fs::write(root.join(format!("f{i}")), data).expect("write");
+        }
+        let s = scan(&root).expect("scan");
+        let dest = tmp.path().join("copy");
+        materialise(&root, &s, &dest).expect("copy");
+        for (i, n) in sizes.iter().enumerate() {
+            let got = fs::read(dest.join(format!("f{i}"))).expect("read");
+            assert_eq!(got.len(), *n, "size of f{i}");
+            assert!(
+                got == fs::read(root.join(format!("f{i}"))).expect("read"),
+                "contents of f{i}"
+            );
+        }
+        assert_eq!(scan(&dest).expect("rescan").nar_hash, s.nar_hash);
+        fsutil::remove_tree(&dest).expect("cleanup");
+    }
+
+    #[test]
+    fn a_large_file_grown_after_hashing_is_refused() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let root = tmp.path().join("t");
+        fs::create_dir(&root).expect("mkdir");
+        let big = root.join("big");
+        fs::write(&big, vec![1u8; crate::direct::CHUNK + 10]).expect("write");
+        let s = scan(&root).expect("scan");
+        // Same inode, more bytes: the size in the stamp no longer matches.
+        let mut f = OpenOptions::new().append(true).open(&big).expect("open");
+        std::io::Write::write_all(&mut f, &[2u8; 5000]).expect("append");
+        drop(f);
+        let e = materialise(&root, &s, &tmp.path().join("copy")).expect_err("grown");
+        assert!(
+            matches!(e, StoreError::SourceChanged { ref path } if path.ends_with("big")),
+            "{e}"
+        );
     }
 
     #[test]

@@ -29,28 +29,7 @@ use super::NarError;
 use crate::direct::DirectWriter;
 
 /// Files at least this large are written directly by [`restore_direct`].
-pub const DIRECT_MIN: u64 = 256 << 10;
-
-/// Where a regular file's bytes go.
-enum Out {
-    Plain(fs::File),
-    Direct(DirectWriter),
-}
-
-impl Write for Out {
-    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
-        match self {
-            Out::Plain(f) => f.write(b),
-            Out::Direct(w) => w.write(b),
-        }
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        match self {
-            Out::Plain(f) => f.flush(),
-            Out::Direct(w) => w.flush(),
-        }
-    }
-}
+pub use crate::direct::DIRECT_MIN;
 
 /// Creates the archive's nodes under `dest`.
 struct Restorer<'a> {
@@ -122,14 +101,16 @@ impl NarVisitor for Restorer<'_> {
             .open(&abs)
             .map_err(Self::fail(&abs))?;
         self.mark_root(rel);
-        let mut file = if self.direct && size >= DIRECT_MIN {
-            let w = DirectWriter::new(file);
+        if self.direct && size >= DIRECT_MIN {
+            let mut w = DirectWriter::with_size_hint(file, size);
             // The filesystem does not do direct writes: do not ask again.
             self.direct = w.is_direct();
-            Out::Direct(w)
-        } else {
-            Out::Plain(file)
-        };
+            // Read straight into the writer's aligned buffer.
+            w.copy_from(contents).map_err(Self::fail(&abs))?;
+            w.finish().map_err(Self::fail(&abs))?;
+            return Ok(());
+        }
+        let mut file = file;
         if self.buf.is_empty() {
             self.buf.resize(256 * 1024, 0);
         }
@@ -141,9 +122,6 @@ impl NarVisitor for Restorer<'_> {
                 Err(e) => return Err(Self::fail(&abs)(e)),
             };
             file.write_all(&self.buf[..n]).map_err(Self::fail(&abs))?;
-        }
-        if let Out::Direct(w) = file {
-            w.finish().map_err(Self::fail(&abs))?;
         }
         Ok(())
     }
