@@ -880,6 +880,75 @@ fn probe_mountinfo_shows_no_host_path() {
     assert!(left.is_empty(), "work directories left: {left:?}");
 }
 
+/// Inputs directly in the store directory (a directory, a file, a symlink) are where
+/// the builder expects them, with the overlays (their mount points in a tmpfs under the
+/// store directory's overlay) and without (work directories on another filesystem make
+/// the overlay mounts fail: plain binds, the mount points made in the bound directory);
+/// either way nothing of them is left next to the output.
+#[test]
+fn probe_inputs_beside_the_output_with_and_without_overlays() {
+    const DATA: &str = "/rocmx/store/1a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d-data";
+    const LINK: &str = "/rocmx/store/2a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d-link";
+    for overlays in [true, false] {
+        let Some(fx) = Fixture::new() else { return };
+        std::fs::write(fx.dir.path().join("data"), "payload\n").unwrap();
+        std::os::unix::fs::symlink(
+            "0a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d-busybox",
+            fx.dir.path().join("link"),
+        )
+        .unwrap();
+        let mut spec = fx.spec(&format!(
+            "mkdir $out; cat {DATA} > $out/data; readlink {LINK} > $out/link
+test -x {LINK}/bin/sh && echo yes > $out/through
+echo x >> {DATA} 2>/dev/null && echo written > $out/written
+grep ' /rocmx/store ' /proc/self/mountinfo > $out/m
+"
+        ));
+        spec.inputs
+            .push((fx.dir.path().join("data"), PathBuf::from(DATA)));
+        spec.inputs
+            .push((fx.dir.path().join("link"), PathBuf::from(LINK)));
+        // Kept until the build is over.
+        let _shm = if overlays {
+            None
+        } else {
+            let Ok(d) = tempfile::tempdir_in("/dev/shm") else {
+                eprintln!("skipping the run without overlays: no /dev/shm");
+                return;
+            };
+            let (b, o) = (d.path().join("b"), d.path().join("o"));
+            std::fs::create_dir(&b).unwrap();
+            std::fs::create_dir(&o).unwrap();
+            spec.work_dirs = Some((b, o));
+            Some(d)
+        };
+        fx.run_ok(spec);
+        assert_eq!(fx.read("data"), "payload\n", "overlays: {overlays}");
+        assert_eq!(
+            fx.read("link"),
+            "0a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d-busybox\n"
+        );
+        assert_eq!(fx.read("through"), "yes\n");
+        assert!(
+            !fx.out.join("written").exists(),
+            "a file input was writable"
+        );
+        let m = fx.read("m");
+        assert_eq!(m.contains(" - overlay rocmx "), overlays, "{m}");
+        assert_eq!(
+            std::fs::read_to_string(fx.dir.path().join("data")).unwrap(),
+            "payload\n"
+        );
+        fx.assert_clean();
+        let beside: Vec<String> = std::fs::read_dir(fx.out.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n != "probe")
+            .collect();
+        assert!(beside.is_empty(), "left next to the output: {beside:?}");
+    }
+}
+
 /// A builder that starts processes until the limit refuses more: the build ends, saying
 /// so, and nothing it started survives.
 #[test]

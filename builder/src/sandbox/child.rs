@@ -338,6 +338,7 @@ fn run_action(a: &Action) -> Result<(), Errno> {
             empty,
             target,
             flags,
+            fallback,
         } => {
             let layers: [(&[u8], &CStr); 3] = [
                 (b"lowerdir", empty),
@@ -346,7 +347,11 @@ fn run_action(a: &Action) -> Result<(), Errno> {
             ];
             match overlay(&layers, target, *flags) {
                 Ok(()) => Ok(()),
-                Err(_) => bind(upper, target, *flags),
+                Err(_) => {
+                    bind(upper, target, *flags)?;
+                    // The mount points the lower layer would have shown.
+                    fallback.iter().try_for_each(run_action)
+                }
             }
         }
         Action::Chown { path, uid, gid } => nix::unistd::chown(

@@ -106,14 +106,17 @@ pub(super) enum Action {
         target: CString,
     },
     /// Mounts a writable overlay at `target` whose upper layer is the host directory
-    /// `upper` (work directory `work`, lower layer `empty`), all named by descriptor; if
-    /// overlays cannot be mounted, a plain bind of `upper` with `flags`.
+    /// `upper` (work directory `work`, lower layer `empty`: an empty directory, or the
+    /// [`LOWER_DIR`] tmpfs holding mount points), all named by descriptor; if overlays
+    /// cannot be mounted, a plain bind of `upper` with `flags`, then the `fallback`
+    /// actions (the mount points the lower layer would have shown, made in `target`).
     OverlayRw {
         upper: CString,
         work: CString,
         empty: CString,
         target: CString,
         flags: MsFlags,
+        fallback: Vec<Action>,
     },
     /// `chown(path, uid, gid)` with inside ids (a directory init made for the build user).
     Chown { path: CString, uid: u32, gid: u32 },
@@ -150,6 +153,15 @@ const INPUTS_DIR: &str = ".rocmx-inputs-";
 /// An empty directory of the new root, the second (empty) layer of the inputs' overlays
 /// (an overlay without an upper layer needs two); removed before the builder starts.
 const EMPTY_DIR: &str = ".rocmx-empty";
+
+/// A tmpfs holding the mount points (and symlinks) of the inputs that sit directly in
+/// the output's directory (the store directory): the lower layer of that directory's
+/// writable overlay. Mount points made through the overlay would be made on the host's
+/// disk (a link or `mkdir` in the upper layer, each a create-and-rename in the
+/// overlay's work directory, and an unlink after the build: 40 of them per build in a
+/// chain of 50 builds whose outputs refer to each other); here they cost a tmpfs
+/// inode each and leave nothing behind. Detached and removed before the builder starts.
+const LOWER_DIR: &str = ".rocmx-lower";
 
 /// The tmpfs under a build directory that lists entries in creation order
 /// ([`super::Variant::build_on_tmpfs`]).
@@ -324,6 +336,19 @@ impl Planner<'_> {
                 what("creating mount point", inside, ""),
             );
         }
+        self.bind_onto(source, via, inside, flags, desc);
+    }
+
+    /// The bind of [`Planner::bind_via`] alone, onto a mount point that exists.
+    fn bind_onto(
+        &mut self,
+        source: &Path,
+        via: Option<&Path>,
+        inside: &Path,
+        flags: MsFlags,
+        desc: &str,
+    ) {
+        let target = cstr(&host(self.root, inside));
         let action = match via {
             Some(v) => Action::BindFrom {
                 source: cstr(v),
@@ -351,9 +376,89 @@ impl Planner<'_> {
                 empty: cstr(&host(self.root, empty)),
                 target: cstr(&host(self.root, inside)),
                 flags: rw_flags(),
+                fallback: Vec::new(),
             },
             what("mounting", inside, desc),
         );
+    }
+
+    /// The output directory's writable overlay (see [`Planner::overlay_rw`]) over a
+    /// [`LOWER_DIR`] tmpfs that holds `entries`' mount points (symlinks for symlink
+    /// inputs); the tmpfs is detached once the overlay holds it.
+    fn overlay_rw_over_mount_points(
+        &mut self,
+        upper: &Path,
+        work: &Path,
+        inside: &Path,
+        entries: &[(&Path, &InputKind)],
+    ) {
+        let lower = Path::new("/").join(LOWER_DIR);
+        self.mount(
+            "tmpfs",
+            &lower,
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+            Some("mode=0755"),
+        );
+        let mut fallback = Vec::new();
+        for (input, kind) in entries {
+            let Some(name) = input.file_name() else {
+                continue;
+            };
+            let in_lower = cstr(&host(self.root, &lower.join(name)));
+            let at_target = cstr(&host(self.root, input));
+            let (action, instead, verb) = match kind {
+                InputKind::Dir => (
+                    Action::Mkdir {
+                        path: in_lower,
+                        mode: 0o755,
+                    },
+                    Action::Mkdir {
+                        path: at_target,
+                        mode: 0o755,
+                    },
+                    "creating mount point",
+                ),
+                InputKind::File => (
+                    Action::Touch { path: in_lower },
+                    Action::Touch { path: at_target },
+                    "creating mount point",
+                ),
+                InputKind::Symlink(t) => {
+                    let t = cstr(t);
+                    (
+                        Action::Symlink {
+                            target: t.clone(),
+                            path: in_lower,
+                        },
+                        Action::Symlink {
+                            target: t,
+                            path: at_target,
+                        },
+                        "creating symlink",
+                    )
+                }
+            };
+            self.push(action, what(verb, input, " (in the overlay's lower layer)"));
+            fallback.push(instead);
+        }
+        self.mkdir_p(inside, 0o755);
+        self.push(
+            Action::OverlayRw {
+                upper: cstr(upper),
+                work: cstr(work),
+                empty: cstr(&host(self.root, &lower)),
+                target: cstr(&host(self.root, inside)),
+                flags: rw_flags(),
+                fallback,
+            },
+            what("mounting", inside, " (the output's directory)"),
+        );
+        let path = cstr(&host(self.root, &lower));
+        self.push(
+            Action::Umount { path: path.clone() },
+            what("detaching", &lower, ""),
+        );
+        self.push(Action::Rmdir { path }, what("removing", &lower, ""));
     }
 
     fn symlink(&mut self, target: &[u8], inside: &Path) {
@@ -701,6 +806,7 @@ pub(super) fn build(pi: &PlanInput<'_>) -> Result<Vec<PlannedAction>, SandboxErr
                 empty: cstr(pi.build_dir),
                 target: cstr(&host(pi.root, top)),
                 flags: rw_flags(),
+                fallback: Vec::new(),
             },
             what("mounting", top, " (the build directory, on a tmpfs)"),
         );
@@ -747,7 +853,19 @@ pub(super) fn build(pi: &PlanInput<'_>) -> Result<Vec<PlannedAction>, SandboxErr
         .map(|(_, i, _)| i.as_path())
         .chain([pi.output_inside])
         .any(|i| i == output_parent.join(MOUNT_POINT_FILE));
-    let mount_point_file = (linked >= 2 && !clash)
+    // With overlays, the mount points of the inputs directly in the output's directory
+    // are made in a tmpfs under its overlay instead ([`LOWER_DIR`]).
+    let in_lower: Vec<(&Path, &InputKind)> = match work_dirs {
+        Some(_) if !taken(LOWER_DIR) => pi
+            .inputs
+            .iter()
+            .filter(|(_, i, _)| i.parent() == Some(output_parent) && i.file_name().is_some())
+            .map(|(_, i, k)| (i.as_path(), k))
+            .collect(),
+        _ => Vec::new(),
+    };
+    let lowered = |inside: &Path| in_lower.iter().any(|(i, _)| *i == inside);
+    let mount_point_file = (linked >= 2 && !clash && in_lower.is_empty())
         .then(|| cstr(&host(pi.root, &output_parent.join(MOUNT_POINT_FILE))));
     for (src, inside, kind) in targets {
         let link_to = mount_point_file
@@ -761,6 +879,9 @@ pub(super) fn build(pi: &PlanInput<'_>) -> Result<Vec<PlannedAction>, SandboxErr
         match kind {
             None => {
                 match work_dirs {
+                    Some((_, work)) if !in_lower.is_empty() => {
+                        p.overlay_rw_over_mount_points(&src, work, &inside, &in_lower)
+                    }
                     Some((_, work)) => {
                         p.overlay_rw(&src, work, &empty, &inside, " (the output's directory)")
                     }
@@ -784,6 +905,9 @@ pub(super) fn build(pi: &PlanInput<'_>) -> Result<Vec<PlannedAction>, SandboxErr
                     );
                 }
             }
+            Some(InputKind::Dir | InputKind::File) if lowered(&inside) => {
+                p.bind_onto(&src, via, &inside, ro_flags(), " (input) read-only")
+            }
             Some(InputKind::Dir) => p.bind_via(
                 &src,
                 via,
@@ -802,6 +926,7 @@ pub(super) fn build(pi: &PlanInput<'_>) -> Result<Vec<PlannedAction>, SandboxErr
                 " (input) read-only",
                 link_to,
             ),
+            Some(InputKind::Symlink(_)) if lowered(&inside) => {}
             Some(InputKind::Symlink(target)) => p.symlink(target.as_os_str().as_bytes(), &inside),
         }
     }

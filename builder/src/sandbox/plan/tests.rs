@@ -432,6 +432,129 @@ fn inputs_are_bound_from_an_overlay_of_their_directory() {
     );
 }
 
+/// With overlays, the inputs directly in the output's directory get their mount points
+/// (and symlinks) in a tmpfs under that directory's overlay, none through the overlay
+/// on the host's disk; if the overlay cannot be mounted, the same entries are made in
+/// the bound directory instead.
+#[test]
+fn mount_points_in_the_output_directory_live_in_the_overlays_lower_layer() {
+    let pi = PlanInput {
+        root: Path::new("/s"),
+        inputs: vec![
+            (
+                PathBuf::from("/st/aaa-a"),
+                PathBuf::from("/rocmx/store/aaa-a"),
+                InputKind::File,
+            ),
+            (
+                PathBuf::from("/st/bbb-b"),
+                PathBuf::from("/rocmx/store/bbb-b"),
+                InputKind::File,
+            ),
+            (
+                PathBuf::from("/st/ddd-d"),
+                PathBuf::from("/rocmx/store/ddd-d"),
+                InputKind::Dir,
+            ),
+            (
+                PathBuf::from("/st/eee-e"),
+                PathBuf::from("/rocmx/store/eee-e"),
+                InputKind::Symlink(PathBuf::from("ddd-d")),
+            ),
+            (
+                PathBuf::from("/h/c"),
+                PathBuf::from("/elsewhere/ccc-c"),
+                InputKind::File,
+            ),
+        ],
+        output_parent_host: Path::new("/proc/self/fd/7"),
+        output_inside: Path::new("/rocmx/store/zzz-out"),
+        build_dir: Path::new("/b"),
+        rootfs: None,
+        resolv_conf: None,
+        shm_size: None,
+        variant: &super::super::Variant::default(),
+        work_dirs: Some((Path::new("/w/build"), Path::new("/w/out"))),
+    };
+    let plan = build(&pi).unwrap();
+    let tail: Vec<String> = describe(&plan)
+        .into_iter()
+        .skip_while(|s| s != "creating /elsewhere")
+        .collect();
+    assert_eq!(
+        tail,
+        [
+            "creating /elsewhere",
+            "creating mount point /elsewhere/ccc-c",
+            "binding /elsewhere/ccc-c (input) read-only",
+            "creating /.rocmx-lower",
+            "mounting /.rocmx-lower (tmpfs)",
+            "creating mount point /rocmx/store/aaa-a (in the overlay's lower layer)",
+            "creating mount point /rocmx/store/bbb-b (in the overlay's lower layer)",
+            "creating mount point /rocmx/store/ddd-d (in the overlay's lower layer)",
+            "creating symlink /rocmx/store/eee-e (in the overlay's lower layer)",
+            "creating /rocmx",
+            "creating /rocmx/store",
+            "mounting /rocmx/store (the output's directory)",
+            "detaching /.rocmx-lower",
+            "removing /.rocmx-lower",
+            "binding /rocmx/store/aaa-a (input) read-only",
+            "binding /rocmx/store/bbb-b (input) read-only",
+            "binding /rocmx/store/ddd-d (input) read-only",
+            "detaching /.rocmx-inputs-0",
+            "removing /.rocmx-inputs-0",
+            "detaching /.rocmx-inputs-1",
+            "removing /.rocmx-inputs-1",
+            "removing /.rocmx-empty",
+        ]
+    );
+    let kinds: Vec<&Action> = plan.iter().map(|a| &a.action).collect();
+    // No hard-linked mount points, nothing made below the overlay's target but binds.
+    assert!(!kinds.iter().any(|a| matches!(a, Action::Link { .. })));
+    let made_in = |a: &Action| -> Option<String> {
+        match a {
+            Action::Mkdir { path, .. } | Action::Touch { path } | Action::Symlink { path, .. } => {
+                Some(path.to_str().unwrap().to_string())
+            }
+            _ => None,
+        }
+    };
+    assert!(!kinds
+        .iter()
+        .filter_map(|a| made_in(a))
+        .any(|p| p.starts_with("/s/rocmx/store/")));
+    let (lower, fallback) = kinds
+        .iter()
+        .find_map(|a| match a {
+            Action::OverlayRw {
+                empty,
+                target,
+                fallback,
+                ..
+            } if target.to_str() == Ok("/s/rocmx/store") => {
+                Some((empty.to_str().unwrap().to_string(), fallback))
+            }
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(lower, "/s/.rocmx-lower");
+    let fallback: Vec<String> = fallback.iter().filter_map(made_in).collect();
+    assert_eq!(
+        fallback,
+        [
+            "/s/rocmx/store/aaa-a",
+            "/s/rocmx/store/bbb-b",
+            "/s/rocmx/store/ddd-d",
+            "/s/rocmx/store/eee-e",
+        ]
+    );
+    // /build's overlay has nothing to fall back to.
+    assert!(kinds
+        .iter()
+        .any(|a| matches!(a, Action::OverlayRw { target, fallback, .. }
+        if target.to_str() == Ok("/s/build") && fallback.is_empty())));
+}
+
 #[test]
 fn plan_with_rootfs_skips_reserved_entries() {
     let dir = tempfile::tempdir().unwrap();
