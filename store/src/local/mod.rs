@@ -401,6 +401,17 @@ impl LocalStore {
         output: &str,
         path: &StorePath,
     ) -> Result<(), StoreError> {
+        // Already recorded (every lookup of a realised derivation records its outputs
+        // again, 50 times in a no-op rebuild of 50): a read, no write transaction.
+        let recorded = self.with_db(|c, d| match db::path_id(c, d, drv)? {
+            Some(id) => Ok(db::derivation_outputs(c, d, id)?
+                .iter()
+                .any(|(o, p)| o == output && p == path)),
+            None => Ok(false),
+        })?;
+        if recorded {
+            return Ok(());
+        }
         self.with_tx(|c, d| {
             let id = db::path_id(c, d, drv)?.ok_or_else(|| self.not_valid(drv))?;
             db::add_derivation_output(c, d, id, output, path)

@@ -812,3 +812,37 @@ fn sigkill_during_add_leaves_no_damage_and_the_next_add_succeeds() {
     assert!(s.is_valid(&p).expect("valid"));
     assert_eq!(s.verify(true, false).expect("verify").problems, vec![]);
 }
+
+/// Recording a derivation output that is already recorded writes nothing (a no-op
+/// rebuild looks up, and records, every output again); a different path is recorded.
+#[test]
+fn recording_a_known_derivation_output_writes_nothing() {
+    let (_tmp, s) = store();
+    let drv = s
+        .add_text("d.drv", b"Derive([])", &BTreeSet::new())
+        .expect("drv");
+    let a = s.add_text("a", b"a", &BTreeSet::new()).expect("a");
+    let b = s.add_text("b", b"b", &BTreeSet::new()).expect("b");
+    let wal = s.root().join("var/rocmx/db.sqlite-wal");
+    let wal_len = || fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+    s.add_derivation_output(&drv, "out", &a).expect("record");
+    let after_first = wal_len();
+    for _ in 0..3 {
+        s.add_derivation_output(&drv, "out", &a).expect("again");
+    }
+    assert_eq!(wal_len(), after_first, "a write for a known output");
+    assert_eq!(
+        s.derivation_outputs(&drv).expect("outputs").get("out"),
+        Some(&a)
+    );
+    s.add_derivation_output(&drv, "out", &b)
+        .expect("another path");
+    assert!(wal_len() > after_first);
+    assert_eq!(
+        s.derivation_outputs(&drv).expect("outputs").get("out"),
+        Some(&b)
+    );
+    s.add_derivation_output(&drv, "dev", &a)
+        .expect("another output");
+    assert_eq!(s.derivation_outputs(&drv).expect("outputs").len(), 2);
+}
