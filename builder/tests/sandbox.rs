@@ -114,6 +114,7 @@ impl Fixture {
             staging: None,
             build_dir: self.build.clone(),
             work_dirs: None,
+            shared_work_dir: None,
             rootfs: None,
             network: false,
             cores: 2,
@@ -946,6 +947,85 @@ grep ' /rocmx/store ' /proc/self/mountinfo > $out/m
             .filter(|n| n != "probe")
             .collect();
         assert!(beside.is_empty(), "left next to the output: {beside:?}");
+    }
+}
+
+/// `/build` and the store directory from one writable overlay of their common host
+/// directory (the realiser's layout): inputs beside the output, a writable `/build`
+/// whose files land in the host build directory, no host path in `mountinfo`, nothing
+/// of the set-up left in `/`; and the same with the overlay made to fail (its work
+/// directory on another filesystem): plain binds.
+#[test]
+fn probe_build_and_output_share_one_overlay() {
+    const DATA: &str = "/rocmx/store/1a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d-data";
+    for overlay in [true, false] {
+        let Some(fx) = Fixture::new() else { return };
+        let rw = fx.dir.path().join("rw");
+        let (build, stage) = (rw.join("build"), rw.join("stage"));
+        std::fs::create_dir_all(&build).unwrap();
+        std::fs::set_permissions(&build, std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::fs::create_dir_all(&stage).unwrap();
+        std::fs::set_permissions(&rw, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let out = rw.join("probe");
+        std::fs::write(fx.dir.path().join("data"), "payload\n").unwrap();
+        // Kept until the build is over.
+        let shm = if overlay {
+            None
+        } else {
+            let Ok(d) = tempfile::tempdir_in("/dev/shm") else {
+                eprintln!("skipping the run without overlays: no /dev/shm");
+                return;
+            };
+            Some(d)
+        };
+        let work = match &shm {
+            Some(d) => d.path().to_path_buf(),
+            None => fx.dir.path().join("work"),
+        };
+        std::fs::create_dir_all(&work).unwrap();
+        std::fs::create_dir_all(work.join("stage")).unwrap();
+        let mut spec = fx.spec(&format!(
+            "mkdir $out; cat {DATA} > $out/data; echo w > /build/made; cat /build/made > $out/w
+grep -E ' /build | /rocmx/store ' /proc/self/mountinfo > $out/m; ls -a / > $out/root
+"
+        ));
+        spec.inputs
+            .push((fx.dir.path().join("data"), PathBuf::from(DATA)));
+        spec.build_dir = build.clone();
+        spec.staging = Some(stage.clone());
+        spec.outputs = vec![(out.clone(), PathBuf::from(OUT))];
+        spec.work_dirs = Some((work.clone(), work.join("stage")));
+        spec.shared_work_dir = Some(work.clone());
+        let outcome = sandbox::run(spec)
+            .unwrap_or_else(|e| panic!("sandbox failed: {e}\nlog:\n{}", fx.log.text()));
+        assert_eq!(
+            outcome.status,
+            ExitStatus::Code(0),
+            "log:\n{}",
+            fx.log.text()
+        );
+        let read = |n: &str| std::fs::read_to_string(out.join(n)).unwrap();
+        assert_eq!(read("data"), "payload\n", "overlay: {overlay}");
+        assert_eq!(read("w"), "w\n");
+        assert_eq!(std::fs::read_to_string(build.join("made")).unwrap(), "w\n");
+        let m = read("m");
+        assert_eq!(m.lines().count(), 2, "{m}");
+        for line in m.lines() {
+            assert_eq!(line.contains(" - overlay rocmx "), overlay, "{line}");
+        }
+        if overlay {
+            assert!(!m.contains(fx.dir.path().to_str().unwrap()), "{m}");
+            // One overlay: both mounts show the same device.
+            let devs: BTreeSet<&str> = m.lines().filter_map(|l| l.split(' ').nth(2)).collect();
+            assert_eq!(devs.len(), 1, "{m}");
+        }
+        let root = read("root");
+        assert!(!root.contains(".rocmx"), "left in /: {root}");
+        let left: Vec<String> = std::fs::read_dir(&stage)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(left.is_empty(), "left in the staging directory: {left:?}");
     }
 }
 

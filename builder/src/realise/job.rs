@@ -54,12 +54,17 @@ pub(super) struct Ctx<'a> {
     pub pool: &'a DirPool,
 }
 
-/// The sandbox's overlay work directory for `/build`, in a build directory.
-const WORK_BUILD: &str = "work-build";
-/// The sandbox's overlay work directory for the output's directory.
+/// The directory holding `build/` (bound at `/build`) and `stage/` (the sandbox's
+/// staging directory, bound at the store directory): the upper layer of the one
+/// writable overlay the sandbox mounts for both ([`SandboxSpec::shared_work_dir`]).
+const RW: &str = "rw";
+/// The sandbox's overlay work directory: of the shared overlay, or of `/build`'s when
+/// the two are mounted apart.
+const WORK_BUILD: &str = "work";
+/// The sandbox's overlay work directory for the output's directory mounted apart.
 const WORK_STAGE: &str = "work-stage";
 /// What a build directory keeps between builds.
-const KEPT: [&str; 4] = ["build", "stage", WORK_BUILD, WORK_STAGE];
+const KEPT: [&str; 3] = [RW, WORK_BUILD, WORK_STAGE];
 
 /// Build directories (`<state>/builds/<pid>-<n>/`, holding an empty `build/`) that
 /// finished builds of one realiser left for the next ones: emptied, not deleted, because
@@ -93,14 +98,19 @@ impl DirPool {
                 .mode(0o700)
                 .create(&base)
                 .map_err(io_err("creating", &base))?;
-            let build_dir = base.join("build");
+            let rw = base.join(RW);
+            fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&rw)
+                .map_err(io_err("creating", &rw))?;
+            let build_dir = rw.join("build");
             fs::DirBuilder::new()
                 .mode(0o700)
                 .create(&build_dir)
                 .map_err(io_err("creating", &build_dir))?;
             // The sandbox's staging directory (bound at /rocmx/store inside): 0755 in
             // a private (0700) parent.
-            let stage = base.join("stage");
+            let stage = rw.join("stage");
             fs::DirBuilder::new()
                 .mode(0o755)
                 .create(&stage)
@@ -117,19 +127,28 @@ impl DirPool {
         }
     }
 
-    /// Empties `base` (all but an empty `build/` and `stage/`, and the overlay work
-    /// directories, which the kernel cleans at each mount) and keeps it for the next
-    /// build; a directory that cannot be emptied is deleted instead.
+    /// Empties `base` (all but an empty `rw/build/` and `rw/stage/`, and the overlay
+    /// work directories, which the kernel cleans at each mount) and keeps it for the
+    /// next build; a directory that cannot be emptied is deleted instead.
     fn give_back(&self, base: &Path) {
         let emptied = (|| -> io::Result<()> {
-            for e in fs::read_dir(base)? {
-                let e = e?;
-                if !KEPT.iter().any(|k| e.file_name() == *k) {
-                    remove_tree(&e.path())?;
+            let keep_only = |dir: &Path, kept: &[&str]| -> io::Result<()> {
+                for e in fs::read_dir(dir)? {
+                    let e = e?;
+                    if !kept.iter().any(|k| e.file_name() == *k) {
+                        remove_tree(&e.path())?;
+                    }
                 }
-            }
+                if fs::read_dir(dir)?.count() != kept.len() {
+                    return Err(io::Error::other("not empty"));
+                }
+                Ok(())
+            };
+            keep_only(base, &KEPT)?;
+            let rw = base.join(RW);
+            keep_only(&rw, &["build", "stage"])?;
             for (sub, mode) in [("build", 0o700), ("stage", 0o755)] {
-                let d = base.join(sub);
+                let d = rw.join(sub);
                 fs::set_permissions(&d, fs::Permissions::from_mode(mode))?;
                 for e in fs::read_dir(&d)? {
                     remove_tree(&e?.path())?;
@@ -137,9 +156,6 @@ impl DirPool {
                 if fs::read_dir(&d)?.next().is_some() {
                     return Err(io::Error::other("not empty"));
                 }
-            }
-            if fs::read_dir(base)?.count() != KEPT.len() {
-                return Err(io::Error::other("not empty"));
             }
             Ok(())
         })();
@@ -271,14 +287,15 @@ pub(super) fn run(ctx: &Ctx<'_>, job: Job) -> Result<BTreeMap<String, StorePath>
         keep: false,
         pool: ctx.pool,
     };
-    let build_dir = base.join("build");
+    let build_dir = base.join(RW).join("build");
     let outs: Vec<Out> = outs
         .into_iter()
         .enumerate()
         .map(|(i, (name, inside))| Out {
             name,
             inside,
-            host: base.join(format!("out{i}")),
+            // Next to the staging directory, as the sandbox asks.
+            host: base.join(RW).join(format!("out{i}")),
         })
         .collect();
 
@@ -518,10 +535,16 @@ fn run_sandboxed(
             .map(|o| (o.host.clone(), PathBuf::from(o.inside.to_absolute())))
             .collect(),
         build_dir: build_dir.to_path_buf(),
-        staging: build_dir.parent().map(|b| b.join("stage")),
+        staging: build_dir.parent().map(|rw| rw.join("stage")),
+        // `<base>/rw/build` → `<base>/work`, `<base>/work-stage`.
         work_dirs: build_dir
             .parent()
+            .and_then(Path::parent)
             .map(|b| (b.join(WORK_BUILD), b.join(WORK_STAGE))),
+        shared_work_dir: build_dir
+            .parent()
+            .and_then(Path::parent)
+            .map(|b| b.join(WORK_BUILD)),
         rootfs,
         network,
         cores: ctx.opts.cores,

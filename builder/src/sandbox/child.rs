@@ -354,6 +354,43 @@ fn run_action(a: &Action) -> Result<(), Errno> {
                 }
             }
         }
+        Action::SharedOverlay {
+            upper,
+            work,
+            lower,
+            target,
+            flags,
+            binds,
+            fallback,
+        } => {
+            let layers: [(&[u8], &CStr); 3] = [
+                (b"lowerdir", lower),
+                (b"upperdir", upper),
+                (b"workdir", work),
+            ];
+            match overlay(&layers, target, *flags) {
+                Ok(()) => {
+                    // Plain binds: each keeps the overlay's flags.
+                    for (source, to, _) in binds {
+                        mount(
+                            Some(source.as_c_str()),
+                            to.as_c_str(),
+                            None::<&CStr>,
+                            MsFlags::MS_BIND,
+                            None::<&CStr>,
+                        )?;
+                    }
+                    umount2(target.as_c_str(), MntFlags::MNT_DETACH)
+                }
+                Err(_) => {
+                    for (_, to, source) in binds {
+                        bind(source, to, *flags)?;
+                    }
+                    // The mount points the lower layer would have shown.
+                    fallback.iter().try_for_each(run_action)
+                }
+            }
+        }
         Action::Chown { path, uid, gid } => nix::unistd::chown(
             path.as_c_str(),
             Some(nix::unistd::Uid::from_raw(*uid)),

@@ -49,11 +49,12 @@
 //!
 //! The staging directory is the only directory the sandbox creates on the host: the new
 //! root's tmpfs is mounted on it (in the sandbox's mount namespace, so the host never
-//! sees that), and the directory itself is bound from a descriptor. Mount points of the
-//! inputs inside it are on the host's disk, so file inputs get hard links to one empty
-//! file rather than an empty file each (creating inodes is what costs there), and inputs
-//! that share a host directory (the store) are bound from one read-only bind of it, which
-//! saves each a remount.
+//! sees that), and the directory itself is bound from a descriptor. With overlays, the
+//! mount points of the inputs in it are made in a tmpfs that is the lower layer of its
+//! overlay, so none is made on the host's disk (where creating and deleting inodes is
+//! what costs); without, file inputs get hard links to one empty file rather than an
+//! empty file each. Inputs that share a host directory (the store) are bound from one
+//! read-only overlay of it, which saves each a remount.
 //!
 //! # Identity: how ids are mapped
 //!
@@ -141,8 +142,10 @@
 //! so the inputs are bound from a read-only overlay of their host directory, and
 //! `/build` and the output's directory are writable overlays whose upper layers are the
 //! host directories (work directories `.rocmx-work-*` next to them, removed after the
-//! build); every layer is given as `/proc/self/fd/N`, which is all the table shows.
-//! Where the kernel refuses overlays, plain binds are used instead.
+//! build, or the caller's), or are both bound from one writable overlay of their common
+//! host directory ([`SandboxSpec::shared_work_dir`]); every layer is given as
+//! `/proc/self/fd/N`, which is all the table shows. Where the kernel refuses overlays,
+//! plain binds are used instead.
 //!
 //! # Environment
 //!
@@ -224,6 +227,17 @@ pub struct SandboxSpec {
     /// build at a time and left in place for the next; `None`: the sandbox makes and
     /// removes its own (`.rocmx-work-*`).
     pub work_dirs: Option<(PathBuf, PathBuf)>,
+    /// An empty directory of the caller's (kept across builds, like `work_dirs`) for the
+    /// work directory of *one* writable overlay holding both `/build` and the output's
+    /// directory, instead of one overlay each: used when `build_dir` and `staging` are
+    /// in the same directory, which becomes the overlay's upper layer (mounted where the
+    /// builder cannot see it; only those two are bound from it), and this directory is
+    /// outside it on the same filesystem. Half the overlays' cost: each mount of a
+    /// writable overlay probes its work directory with a few files made and deleted,
+    /// and on ext4 without a journal every inode made later searches past the deleted
+    /// ones. `None`, or the conditions unmet (or a `build_on_tmpfs` variant): one
+    /// overlay each, with `work_dirs` (which may name this directory too).
+    pub shared_work_dir: Option<PathBuf>,
     /// Optional read-only base of `/` (a Debian-style tree); else an empty tmpfs root.
     pub rootfs: Option<PathBuf>,
     /// Keep the host's network namespace (fixed-output derivations only).
@@ -282,6 +296,7 @@ impl fmt::Debug for SandboxSpec {
             .field("staging", &self.staging)
             .field("build_dir", &self.build_dir)
             .field("work_dirs", &self.work_dirs)
+            .field("shared_work_dir", &self.shared_work_dir)
             .field("rootfs", &self.rootfs)
             .field("network", &self.network)
             .field("cores", &self.cores)
@@ -575,6 +590,26 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
     } else {
         None
     };
+    // One overlay for /build and the output's directory when the caller laid them out
+    // for it (see `SandboxSpec::shared_work_dir`).
+    let shared = spec.shared_work_dir.as_ref().and_then(|w| {
+        let stage = std::fs::canonicalize(&staging.dir).ok()?;
+        let upper = build_dir.parent()?;
+        let work = std::fs::canonicalize(w).ok()?;
+        (stage.parent() == Some(upper)
+            && !variant.build_on_tmpfs
+            && !work.starts_with(upper)
+            && !upper.starts_with(&work))
+        .then(|| {
+            Some(plan::SharedRw {
+                upper: upper.to_path_buf(),
+                work,
+                build_sub: PathBuf::from(build_dir.file_name()?),
+                stage_sub: PathBuf::from(stage.file_name()?),
+            })
+        })
+        .flatten()
+    });
     let work = match &spec.work_dirs {
         Some((b, o)) => WorkDirs::lend(b, o),
         None => WorkDirs::create(&build_dir, &staging.dir)?,
@@ -589,6 +624,7 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
         resolv_conf,
         shm_size: spec.limits.shm_size,
         work_dirs: Some((&work.build, &work.output)),
+        shared: shared.as_ref(),
         variant: &variant,
     })?;
 

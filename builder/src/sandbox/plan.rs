@@ -118,6 +118,20 @@ pub(super) enum Action {
         flags: MsFlags,
         fallback: Vec<Action>,
     },
+    /// Mounts a writable overlay at `target` (upper layer `upper`, work directory `work`,
+    /// lower layer `lower`, named by descriptor), binds each `(source below target,
+    /// destination)` of `binds` from it (the binds keep its flags) and detaches it. If
+    /// overlays cannot be mounted: a [`Action::Bind`] of each fallback source (the
+    /// third element) with `flags` instead, then the `fallback` actions.
+    SharedOverlay {
+        upper: CString,
+        work: CString,
+        lower: CString,
+        target: CString,
+        flags: MsFlags,
+        binds: Vec<(CString, CString, CString)>,
+        fallback: Vec<Action>,
+    },
     /// `chown(path, uid, gid)` with inside ids (a directory init made for the build user).
     Chown { path: CString, uid: u32, gid: u32 },
     /// Detaches the mount at `path`.
@@ -163,6 +177,10 @@ const EMPTY_DIR: &str = ".rocmx-empty";
 /// inode each and leave nothing behind. Detached and removed before the builder starts.
 const LOWER_DIR: &str = ".rocmx-lower";
 
+/// Where the shared writable overlay ([`SharedRw`]) is mounted while `/build` and the
+/// output's directory are bound from it; detached and removed before the builder starts.
+const RW_DIR: &str = ".rocmx-rw";
+
 /// The tmpfs under a build directory that lists entries in creation order
 /// ([`super::Variant::build_on_tmpfs`]).
 const BUILD_TMPFS: &str = ".rocmx-build-tmpfs";
@@ -186,12 +204,26 @@ pub(super) struct PlanInput<'a> {
     /// output's directory) for mounting those two as writable overlays, so that
     /// `/proc/self/mountinfo` does not show their host paths; `None`: plain binds.
     pub work_dirs: Option<(&'a Path, &'a Path)>,
+    /// One writable overlay for both `/build` and the output's directory (see
+    /// [`SharedRw`]); takes the place of `work_dirs` for those two.
+    pub shared: Option<&'a SharedRw>,
     /// Size limit of the `/dev/shm` tmpfs in bytes (`None`: the kernel's default, half
     /// of the memory).
     pub shm_size: Option<u64>,
     /// The variable parts: the build directory's inside path, `/etc/passwd` and
     /// `/etc/group`.
     pub variant: &'a super::Variant,
+}
+
+/// The layout of one writable overlay for `/build` and the output's directory: its
+/// upper layer is the host directory holding both (`build_sub` and `stage_sub` in it),
+/// mounted at [`RW_DIR`] while the two are bound from it, then detached.
+#[derive(Debug, Clone)]
+pub(super) struct SharedRw {
+    pub upper: PathBuf,
+    pub work: PathBuf,
+    pub build_sub: PathBuf,
+    pub stage_sub: PathBuf,
 }
 
 /// Checks that an inside path is absolute, normal (no `.`, `..`, `//`) and not the root.
@@ -382,16 +414,11 @@ impl Planner<'_> {
         );
     }
 
-    /// The output directory's writable overlay (see [`Planner::overlay_rw`]) over a
-    /// [`LOWER_DIR`] tmpfs that holds `entries`' mount points (symlinks for symlink
-    /// inputs); the tmpfs is detached once the overlay holds it.
-    fn overlay_rw_over_mount_points(
-        &mut self,
-        upper: &Path,
-        work: &Path,
-        inside: &Path,
-        entries: &[(&Path, &InputKind)],
-    ) {
+    /// Mounts the [`LOWER_DIR`] tmpfs and makes in it, below `under` (an inside path
+    /// in it), the mount points of `entries` (symlinks for symlink inputs). Returns the
+    /// actions that make the same entries at their own inside paths, for when the
+    /// overlay over it cannot be mounted.
+    fn lower_mount_points(&mut self, under: &Path, entries: &[(&Path, &InputKind)]) -> Vec<Action> {
         let lower = Path::new("/").join(LOWER_DIR);
         self.mount(
             "tmpfs",
@@ -399,12 +426,13 @@ impl Planner<'_> {
             MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
             Some("mode=0755"),
         );
+        self.mkdir_p(under, 0o755);
         let mut fallback = Vec::new();
         for (input, kind) in entries {
             let Some(name) = input.file_name() else {
                 continue;
             };
-            let in_lower = cstr(&host(self.root, &lower.join(name)));
+            let in_lower = cstr(&host(self.root, &under.join(name)));
             let at_target = cstr(&host(self.root, input));
             let (action, instead, verb) = match kind {
                 InputKind::Dir => (
@@ -441,6 +469,32 @@ impl Planner<'_> {
             self.push(action, what(verb, input, " (in the overlay's lower layer)"));
             fallback.push(instead);
         }
+        fallback
+    }
+
+    /// Detaches and removes the [`LOWER_DIR`] tmpfs (the overlay holds its own copy).
+    fn drop_lower(&mut self) {
+        let lower = Path::new("/").join(LOWER_DIR);
+        let path = cstr(&host(self.root, &lower));
+        self.push(
+            Action::Umount { path: path.clone() },
+            what("detaching", &lower, ""),
+        );
+        self.push(Action::Rmdir { path }, what("removing", &lower, ""));
+    }
+
+    /// The output directory's writable overlay (see [`Planner::overlay_rw`]) over a
+    /// [`LOWER_DIR`] tmpfs that holds `entries`' mount points (symlinks for symlink
+    /// inputs); the tmpfs is detached once the overlay holds it.
+    fn overlay_rw_over_mount_points(
+        &mut self,
+        upper: &Path,
+        work: &Path,
+        inside: &Path,
+        entries: &[(&Path, &InputKind)],
+    ) {
+        let lower = Path::new("/").join(LOWER_DIR);
+        let fallback = self.lower_mount_points(&lower, entries);
         self.mkdir_p(inside, 0o755);
         self.push(
             Action::OverlayRw {
@@ -453,12 +507,76 @@ impl Planner<'_> {
             },
             what("mounting", inside, " (the output's directory)"),
         );
-        let path = cstr(&host(self.root, &lower));
+        self.drop_lower();
+    }
+
+    /// `/build` (at `top`) and the output's directory (at `output_parent`) bound from
+    /// one writable overlay of their common host directory ([`SharedRw`]), whose lower
+    /// layer holds the mount points of `entries` (the inputs beside the output) or is
+    /// `empty`. Without overlays: binds of `build_dir` and `output_parent_host`.
+    #[allow(clippy::too_many_arguments)]
+    fn shared_overlay(
+        &mut self,
+        sh: &SharedRw,
+        top: &Path,
+        output_parent: &Path,
+        entries: &[(&Path, &InputKind)],
+        empty: &Path,
+        build_dir: &Path,
+        output_parent_host: &Path,
+    ) {
+        let (lower, fallback) = if entries.is_empty() {
+            (empty.to_path_buf(), Vec::new())
+        } else {
+            let lower = Path::new("/").join(LOWER_DIR);
+            let fallback = self.lower_mount_points(&lower.join(&sh.stage_sub), entries);
+            (lower, fallback)
+        };
+        let rw = Path::new("/").join(RW_DIR);
+        self.mkdir_p(&rw, 0o755);
+        self.mkdir_p(top, 0o755);
+        self.mkdir_p(output_parent, 0o755);
+        let below = |sub: &Path| cstr(&host(self.root, &rw.join(sub)));
+        let binds = vec![
+            (
+                below(&sh.build_sub),
+                cstr(&host(self.root, top)),
+                cstr(build_dir),
+            ),
+            (
+                below(&sh.stage_sub),
+                cstr(&host(self.root, output_parent)),
+                cstr(output_parent_host),
+            ),
+        ];
         self.push(
-            Action::Umount { path: path.clone() },
-            what("detaching", &lower, ""),
+            Action::SharedOverlay {
+                upper: cstr(&sh.upper),
+                work: cstr(&sh.work),
+                lower: cstr(&host(self.root, &lower)),
+                target: cstr(&host(self.root, &rw)),
+                flags: rw_flags(),
+                binds,
+                fallback,
+            },
+            what(
+                "mounting",
+                top,
+                &format!(
+                    " and {} (the build and output directories, one overlay)",
+                    output_parent.display()
+                ),
+            ),
         );
-        self.push(Action::Rmdir { path }, what("removing", &lower, ""));
+        self.push(
+            Action::Rmdir {
+                path: cstr(&host(self.root, &rw)),
+            },
+            what("removing", &rw, ""),
+        );
+        if !entries.is_empty() {
+            self.drop_lower();
+        }
     }
 
     fn symlink(&mut self, target: &[u8], inside: &Path) {
@@ -779,9 +897,42 @@ pub(super) fn build(pi: &PlanInput<'_>) -> Result<Vec<PlannedAction>, SandboxErr
     );
     p.protect_proc(Path::new("/proc"));
 
+    // The inputs directly in the output's directory: with overlays, their mount points
+    // are made in a tmpfs under that directory's overlay ([`LOWER_DIR`]).
+    let shared = pi.shared.filter(|_| {
+        use_empty
+            && !pi.variant.build_on_tmpfs
+            && !taken(RW_DIR)
+            && !pi
+                .inputs
+                .iter()
+                .any(|(_, i, _)| output_parent.starts_with(i))
+    });
+    let in_lower: Vec<(&Path, &InputKind)> = match (work_dirs, shared) {
+        (None, None) => Vec::new(),
+        _ if taken(LOWER_DIR) => Vec::new(),
+        _ => pi
+            .inputs
+            .iter()
+            .filter(|(_, i, _)| i.parent() == Some(output_parent) && i.file_name().is_some())
+            .map(|(_, i, k)| (i.as_path(), k))
+            .collect(),
+    };
+    let lowered = |inside: &Path| in_lower.iter().any(|(i, _)| *i == inside);
+
     // /build
     let top = pi.variant.build_top.as_path();
-    if pi.variant.build_on_tmpfs && use_empty {
+    if let Some(sh) = shared {
+        p.shared_overlay(
+            sh,
+            top,
+            output_parent,
+            &in_lower,
+            &empty,
+            pi.build_dir,
+            pi.output_parent_host,
+        );
+    } else if pi.variant.build_on_tmpfs && use_empty {
         // A writable overlay whose upper layer is a fresh tmpfs (its entries listed in
         // creation order, not in the host filesystem's hash order), over the host build
         // directory (what the realiser put there before the build).
@@ -853,18 +1004,6 @@ pub(super) fn build(pi: &PlanInput<'_>) -> Result<Vec<PlannedAction>, SandboxErr
         .map(|(_, i, _)| i.as_path())
         .chain([pi.output_inside])
         .any(|i| i == output_parent.join(MOUNT_POINT_FILE));
-    // With overlays, the mount points of the inputs directly in the output's directory
-    // are made in a tmpfs under its overlay instead ([`LOWER_DIR`]).
-    let in_lower: Vec<(&Path, &InputKind)> = match work_dirs {
-        Some(_) if !taken(LOWER_DIR) => pi
-            .inputs
-            .iter()
-            .filter(|(_, i, _)| i.parent() == Some(output_parent) && i.file_name().is_some())
-            .map(|(_, i, k)| (i.as_path(), k))
-            .collect(),
-        _ => Vec::new(),
-    };
-    let lowered = |inside: &Path| in_lower.iter().any(|(i, _)| *i == inside);
     let mount_point_file = (linked >= 2 && !clash && in_lower.is_empty())
         .then(|| cstr(&host(pi.root, &output_parent.join(MOUNT_POINT_FILE))));
     for (src, inside, kind) in targets {
@@ -877,6 +1016,8 @@ pub(super) fn build(pi: &PlanInput<'_>) -> Result<Vec<PlannedAction>, SandboxErr
         };
         let via = via.as_deref();
         match kind {
+            // Bound from the shared overlay with /build.
+            None if shared.is_some() => {}
             None => {
                 match work_dirs {
                     Some((_, work)) if !in_lower.is_empty() => {

@@ -128,6 +128,7 @@ fn plan_without_rootfs() {
         shm_size: None,
         variant: &super::super::Variant::default(),
         work_dirs: None,
+        shared: None,
     };
     let plan = build(&pi).unwrap();
     let expected = [
@@ -233,6 +234,7 @@ fn file_inputs_in_the_output_directory_get_linked_mount_points() {
         shm_size: None,
         variant: &super::super::Variant::default(),
         work_dirs: None,
+        shared: None,
     };
     let plan = build(&pi).unwrap();
     let tail: Vec<String> = describe(&plan)
@@ -343,6 +345,7 @@ fn inputs_are_bound_from_an_overlay_of_their_directory() {
         shm_size: None,
         variant: &super::super::Variant::default(),
         work_dirs: None,
+        shared: None,
     };
     let plan = build(&pi).unwrap();
     let tail: Vec<String> = describe(&plan)
@@ -475,6 +478,7 @@ fn mount_points_in_the_output_directory_live_in_the_overlays_lower_layer() {
         shm_size: None,
         variant: &super::super::Variant::default(),
         work_dirs: Some((Path::new("/w/build"), Path::new("/w/out"))),
+        shared: None,
     };
     let plan = build(&pi).unwrap();
     let tail: Vec<String> = describe(&plan)
@@ -555,6 +559,138 @@ fn mount_points_in_the_output_directory_live_in_the_overlays_lower_layer() {
         if target.to_str() == Ok("/s/build") && fallback.is_empty())));
 }
 
+/// With a shared layout, `/build` and the output's directory come from one writable
+/// overlay of their common host directory, mounted aside and detached; the inputs
+/// beside the output have their mount points below the lower layer's `stage/`. Its
+/// fallback binds both host directories and makes the mount points in the bound one.
+#[test]
+fn build_and_output_directories_can_share_one_overlay() {
+    let sh = SharedRw {
+        upper: PathBuf::from("/b/rw"),
+        work: PathBuf::from("/b/work"),
+        build_sub: PathBuf::from("build"),
+        stage_sub: PathBuf::from("stage"),
+    };
+    let mut pi = PlanInput {
+        root: Path::new("/s"),
+        inputs: vec![
+            (
+                PathBuf::from("/st/aaa-a"),
+                PathBuf::from("/rocmx/store/aaa-a"),
+                InputKind::File,
+            ),
+            (
+                PathBuf::from("/st/ddd-d"),
+                PathBuf::from("/rocmx/store/ddd-d"),
+                InputKind::Dir,
+            ),
+        ],
+        output_parent_host: Path::new("/proc/self/fd/7"),
+        output_inside: Path::new("/rocmx/store/zzz-out"),
+        build_dir: Path::new("/b/rw/build"),
+        rootfs: None,
+        resolv_conf: None,
+        shm_size: None,
+        variant: &super::super::Variant::default(),
+        work_dirs: Some((Path::new("/b/work"), Path::new("/b/work-stage"))),
+        shared: Some(&sh),
+    };
+    let plan = build(&pi).unwrap();
+    let tail: Vec<String> = describe(&plan)
+        .into_iter()
+        .skip_while(|s| s != "creating /.rocmx-lower")
+        .collect();
+    assert_eq!(
+        tail,
+        [
+            "creating /.rocmx-lower",
+            "mounting /.rocmx-lower (tmpfs)",
+            "creating /.rocmx-lower/stage",
+            "creating mount point /rocmx/store/aaa-a (in the overlay's lower layer)",
+            "creating mount point /rocmx/store/ddd-d (in the overlay's lower layer)",
+            "creating /.rocmx-rw",
+            "creating /build",
+            "creating /rocmx",
+            "creating /rocmx/store",
+            "mounting /build and /rocmx/store (the build and output directories, one overlay)",
+            "removing /.rocmx-rw",
+            "detaching /.rocmx-lower",
+            "removing /.rocmx-lower",
+            "binding /rocmx/store/aaa-a (input) read-only",
+            "binding /rocmx/store/ddd-d (input) read-only",
+            "detaching /.rocmx-inputs-0",
+            "removing /.rocmx-inputs-0",
+            "removing /.rocmx-empty",
+        ]
+    );
+    let kinds: Vec<&Action> = plan.iter().map(|a| &a.action).collect();
+    assert!(!kinds.iter().any(|a| matches!(a, Action::OverlayRw { .. })));
+    let shared = kinds
+        .iter()
+        .find_map(|a| match a {
+            Action::SharedOverlay {
+                upper,
+                work,
+                lower,
+                target,
+                binds,
+                fallback,
+                ..
+            } => Some((upper, work, lower, target, binds, fallback)),
+            _ => None,
+        })
+        .unwrap();
+    let s = |c: &CString| c.to_str().unwrap().to_string();
+    assert_eq!(
+        (s(shared.0), s(shared.1), s(shared.2), s(shared.3)),
+        (
+            "/b/rw".to_string(),
+            "/b/work".to_string(),
+            "/s/.rocmx-lower".to_string(),
+            "/s/.rocmx-rw".to_string()
+        )
+    );
+    let binds: Vec<(String, String, String)> = shared
+        .4
+        .iter()
+        .map(|(a, b, c)| (s(a), s(b), s(c)))
+        .collect();
+    assert_eq!(
+        binds,
+        [
+            (
+                "/s/.rocmx-rw/build".to_string(),
+                "/s/build".to_string(),
+                "/b/rw/build".to_string()
+            ),
+            (
+                "/s/.rocmx-rw/stage".to_string(),
+                "/s/rocmx/store".to_string(),
+                "/proc/self/fd/7".to_string()
+            ),
+        ]
+    );
+    assert_eq!(shared.5.len(), 2);
+    // Without inputs beside the output the lower layer is the empty directory.
+    pi.inputs.clear();
+    let plan = build(&pi).unwrap();
+    assert!(plan
+        .iter()
+        .any(|a| matches!(&a.action, Action::SharedOverlay { lower, .. }
+        if lower.to_str() == Ok("/s/.rocmx-empty"))));
+    assert!(!describe(&plan).iter().any(|d| d.contains(".rocmx-lower")));
+    // A build directory on a tmpfs keeps its own overlay: no sharing.
+    let tmpfs = super::super::Variant {
+        build_on_tmpfs: true,
+        ..Default::default()
+    };
+    pi.variant = &tmpfs;
+    let plan = build(&pi).unwrap();
+    assert!(!plan
+        .iter()
+        .any(|a| matches!(&a.action, Action::SharedOverlay { .. })));
+}
+
 #[test]
 fn plan_with_rootfs_skips_reserved_entries() {
     let dir = tempfile::tempdir().unwrap();
@@ -577,6 +713,7 @@ fn plan_with_rootfs_skips_reserved_entries() {
         shm_size: None,
         variant: &super::super::Variant::default(),
         work_dirs: None,
+        shared: None,
     };
     let plan = describe(&build(&pi).unwrap());
     let before_etc: Vec<&str> = plan
