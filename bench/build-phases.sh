@@ -112,7 +112,7 @@ STEPS = [
   ("evaluation, importing ./bb (getcwd)", "getcwd"),
   (".drv written: fsync file + store dir (fsync)", "drv_fsync"),
   ("closure read, realisation lookup, build lock", "drv_done"),
-  ("build thread, build directory (5 mkdir), id lease, spec (clone3)", "thread"),
+  ("build thread, build directory (6 mkdir), id lease, spec (clone3)", "thread"),
   ("clone into user/mnt/pid/uts/ipc/net namespaces (clone)", "ns_clone"),
   ("id maps, chown, init's hand-over (clone returns)", "ns_done"),
   ("mounts: tmpfs root, inputs, /dev, /proc, overlays (mount)", "mount0"),
