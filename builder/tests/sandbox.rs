@@ -996,14 +996,7 @@ grep -E ' /build | /rocmx/store ' /proc/self/mountinfo > $out/m; ls -a / > $out/
         spec.outputs = vec![(out.clone(), PathBuf::from(OUT))];
         spec.work_dirs = Some((work.clone(), work.join("stage")));
         spec.shared_work_dir = Some(work.clone());
-        let outcome = sandbox::run(spec)
-            .unwrap_or_else(|e| panic!("sandbox failed: {e}\nlog:\n{}", fx.log.text()));
-        assert_eq!(
-            outcome.status,
-            ExitStatus::Code(0),
-            "log:\n{}",
-            fx.log.text()
-        );
+        fx.run_ok(spec);
         let read = |n: &str| std::fs::read_to_string(out.join(n)).unwrap();
         assert_eq!(read("data"), "payload\n", "overlay: {overlay}");
         assert_eq!(read("w"), "w\n");

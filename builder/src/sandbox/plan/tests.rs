@@ -11,6 +11,41 @@ fn describe(actions: &[PlannedAction]) -> Vec<String> {
         .collect()
 }
 
+/// A file input at host path `h`, inside path `i`.
+fn file_at(h: &str, i: &str) -> (PathBuf, PathBuf, InputKind) {
+    (PathBuf::from(h), PathBuf::from(i), InputKind::File)
+}
+
+/// A directory input at host path `h`, inside path `i`.
+fn dir_at(h: &str, i: &str) -> (PathBuf, PathBuf, InputKind) {
+    (PathBuf::from(h), PathBuf::from(i), InputKind::Dir)
+}
+
+/// A plan input with no rootfs, no resolv.conf, no `/dev/shm` size: the output
+/// `/rocmx/store/zzz-out`, its directory bound from descriptor 7.
+fn input<'a>(
+    root: &'a Path,
+    inputs: Vec<(PathBuf, PathBuf, InputKind)>,
+    build_dir: &'a Path,
+    variant: &'a super::super::Variant,
+    work_dirs: Option<(&'a Path, &'a Path)>,
+    shared: Option<&'a SharedRw>,
+) -> PlanInput<'a> {
+    PlanInput {
+        root,
+        inputs,
+        output_parent_host: Path::new("/proc/self/fd/7"),
+        output_inside: Path::new("/rocmx/store/zzz-out"),
+        build_dir,
+        rootfs: None,
+        resolv_conf: None,
+        shm_size: None,
+        variant,
+        work_dirs,
+        shared,
+    }
+}
+
 #[test]
 fn proc_is_protected() {
     let fake = tempfile::tempdir().unwrap();
@@ -441,45 +476,25 @@ fn inputs_are_bound_from_an_overlay_of_their_directory() {
 /// the bound directory instead.
 #[test]
 fn mount_points_in_the_output_directory_live_in_the_overlays_lower_layer() {
-    let pi = PlanInput {
-        root: Path::new("/s"),
-        inputs: vec![
-            (
-                PathBuf::from("/st/aaa-a"),
-                PathBuf::from("/rocmx/store/aaa-a"),
-                InputKind::File,
-            ),
-            (
-                PathBuf::from("/st/bbb-b"),
-                PathBuf::from("/rocmx/store/bbb-b"),
-                InputKind::File,
-            ),
-            (
-                PathBuf::from("/st/ddd-d"),
-                PathBuf::from("/rocmx/store/ddd-d"),
-                InputKind::Dir,
-            ),
+    let variant = super::super::Variant::default();
+    let pi = input(
+        Path::new("/s"),
+        vec![
+            file_at("/st/aaa-a", "/rocmx/store/aaa-a"),
+            file_at("/st/bbb-b", "/rocmx/store/bbb-b"),
+            dir_at("/st/ddd-d", "/rocmx/store/ddd-d"),
             (
                 PathBuf::from("/st/eee-e"),
                 PathBuf::from("/rocmx/store/eee-e"),
                 InputKind::Symlink(PathBuf::from("ddd-d")),
             ),
-            (
-                PathBuf::from("/h/c"),
-                PathBuf::from("/elsewhere/ccc-c"),
-                InputKind::File,
-            ),
+            file_at("/h/c", "/elsewhere/ccc-c"),
         ],
-        output_parent_host: Path::new("/proc/self/fd/7"),
-        output_inside: Path::new("/rocmx/store/zzz-out"),
-        build_dir: Path::new("/b"),
-        rootfs: None,
-        resolv_conf: None,
-        shm_size: None,
-        variant: &super::super::Variant::default(),
-        work_dirs: Some((Path::new("/w/build"), Path::new("/w/out"))),
-        shared: None,
-    };
+        Path::new("/b"),
+        &variant,
+        Some((Path::new("/w/build"), Path::new("/w/out"))),
+        None,
+    );
     let plan = build(&pi).unwrap();
     let tail: Vec<String> = describe(&plan)
         .into_iter()
@@ -571,30 +586,18 @@ fn build_and_output_directories_can_share_one_overlay() {
         build_sub: PathBuf::from("build"),
         stage_sub: PathBuf::from("stage"),
     };
-    let mut pi = PlanInput {
-        root: Path::new("/s"),
-        inputs: vec![
-            (
-                PathBuf::from("/st/aaa-a"),
-                PathBuf::from("/rocmx/store/aaa-a"),
-                InputKind::File,
-            ),
-            (
-                PathBuf::from("/st/ddd-d"),
-                PathBuf::from("/rocmx/store/ddd-d"),
-                InputKind::Dir,
-            ),
+    let variant = super::super::Variant::default();
+    let mut pi = input(
+        Path::new("/s"),
+        vec![
+            file_at("/st/aaa-a", "/rocmx/store/aaa-a"),
+            dir_at("/st/ddd-d", "/rocmx/store/ddd-d"),
         ],
-        output_parent_host: Path::new("/proc/self/fd/7"),
-        output_inside: Path::new("/rocmx/store/zzz-out"),
-        build_dir: Path::new("/b/rw/build"),
-        rootfs: None,
-        resolv_conf: None,
-        shm_size: None,
-        variant: &super::super::Variant::default(),
-        work_dirs: Some((Path::new("/b/work"), Path::new("/b/work-stage"))),
-        shared: Some(&sh),
-    };
+        Path::new("/b/rw/build"),
+        &variant,
+        Some((Path::new("/b/work"), Path::new("/b/work-stage"))),
+        Some(&sh),
+    );
     let plan = build(&pi).unwrap();
     let tail: Vec<String> = describe(&plan)
         .into_iter()
