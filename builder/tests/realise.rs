@@ -399,7 +399,17 @@ fn failure_names_the_derivation_and_stops_dependents() {
             assert!(
                 status.contains("kept at") && status.contains("/kept-"),
                 "{status}"
-            )
+            );
+            // The directory named is what the builder saw as /build.
+            let kept = status
+                .split_once("kept at ")
+                .and_then(|(_, rest)| rest.strip_suffix(')'))
+                .unwrap_or_else(|| panic!("{status}"));
+            assert_eq!(
+                std::fs::read_to_string(Path::new(kept).join("sub/f")).unwrap(),
+                "x\n",
+                "{status}"
+            );
         }
         other => panic!("expected Failed, got {other:?}"),
     }

@@ -336,7 +336,9 @@ pub(super) fn run(ctx: &Ctx<'_>, job: Job) -> Result<BTreeMap<String, StorePath>
                 Ok(()) => kept,
                 Err(_) => base.clone(),
             };
-            status.push_str(&format!(" (build directory kept at {})", shown.display()));
+            // What the builder saw as /build.
+            let build = shown.join(RW).join("build");
+            status.push_str(&format!(" (build directory kept at {})", build.display()));
         }
         return Err(BuildError::Failed {
             drv: drv.clone(),
