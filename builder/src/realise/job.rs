@@ -523,6 +523,8 @@ fn run_sandboxed(
     } else {
         None
     };
+    // `<base>/rw/build` → `<base>`, which holds the overlays' work directories.
+    let base = build_dir.parent().and_then(Path::parent);
     let spec = SandboxSpec {
         builder,
         args: run_drv.args.clone(),
@@ -538,15 +540,8 @@ fn run_sandboxed(
             .collect(),
         build_dir: build_dir.to_path_buf(),
         staging: build_dir.parent().map(|rw| rw.join("stage")),
-        // `<base>/rw/build` → `<base>/work`, `<base>/work-stage`.
-        work_dirs: build_dir
-            .parent()
-            .and_then(Path::parent)
-            .map(|b| (b.join(WORK_BUILD), b.join(WORK_STAGE))),
-        shared_work_dir: build_dir
-            .parent()
-            .and_then(Path::parent)
-            .map(|b| b.join(WORK_BUILD)),
+        work_dirs: base.map(|b| (b.join(WORK_BUILD), b.join(WORK_STAGE))),
+        shared_work_dir: base.map(|b| b.join(WORK_BUILD)),
         rootfs,
         network,
         cores: ctx.opts.cores,

@@ -340,12 +340,7 @@ fn run_action(a: &Action) -> Result<(), Errno> {
             flags,
             fallback,
         } => {
-            let layers: [(&[u8], &CStr); 3] = [
-                (b"lowerdir", empty),
-                (b"upperdir", upper),
-                (b"workdir", work),
-            ];
-            match overlay(&layers, target, *flags) {
+            match overlay_rw(empty, upper, work, target, *flags) {
                 Ok(()) => Ok(()),
                 Err(_) => {
                     bind(upper, target, *flags)?;
@@ -363,12 +358,7 @@ fn run_action(a: &Action) -> Result<(), Errno> {
             binds,
             fallback,
         } => {
-            let layers: [(&[u8], &CStr); 3] = [
-                (b"lowerdir", lower),
-                (b"upperdir", upper),
-                (b"workdir", work),
-            ];
-            match overlay(&layers, target, *flags) {
+            match overlay_rw(lower, upper, work, target, *flags) {
                 Ok(()) => {
                     // Plain binds: each keeps the overlay's flags.
                     for (source, to, _) in binds {
@@ -453,6 +443,23 @@ fn overlay(layers: &[(&[u8], &CStr)], target: &CStr, flags: MsFlags) -> Result<(
     let r = mount(Some(c"rocmx"), target, Some(c"overlay"), flags, Some(data));
     drop(fds);
     r
+}
+
+/// A writable overlay at `target`: one lower layer, an upper layer and its work
+/// directory (see [`overlay`]).
+fn overlay_rw(
+    lower: &CStr,
+    upper: &CStr,
+    work: &CStr,
+    target: &CStr,
+    flags: MsFlags,
+) -> Result<(), Errno> {
+    let layers: [(&[u8], &CStr); 3] = [
+        (b"lowerdir", lower),
+        (b"upperdir", upper),
+        (b"workdir", work),
+    ];
+    overlay(&layers, target, flags)
 }
 
 /// A bind mount of `source` at `target`, then a remount adding `flags` (and keeping the

@@ -592,23 +592,21 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
     };
     // One overlay for /build and the output's directory when the caller laid them out
     // for it (see `SandboxSpec::shared_work_dir`).
+    // (The plan decides whether the variant and the inputs allow it.)
     let shared = spec.shared_work_dir.as_ref().and_then(|w| {
         let stage = std::fs::canonicalize(&staging.dir).ok()?;
         let upper = build_dir.parent()?;
         let work = std::fs::canonicalize(w).ok()?;
-        (stage.parent() == Some(upper)
-            && !variant.build_on_tmpfs
-            && !work.starts_with(upper)
-            && !upper.starts_with(&work))
-        .then(|| {
-            Some(plan::SharedRw {
-                upper: upper.to_path_buf(),
-                work,
-                build_sub: PathBuf::from(build_dir.file_name()?),
-                stage_sub: PathBuf::from(stage.file_name()?),
-            })
+        let apart = !work.starts_with(upper) && !upper.starts_with(&work);
+        if stage.parent() != Some(upper) || !apart {
+            return None;
+        }
+        Some(plan::SharedRw {
+            upper: upper.to_path_buf(),
+            work,
+            build_sub: build_dir.file_name()?.into(),
+            stage_sub: stage.file_name()?.into(),
         })
-        .flatten()
     });
     let work = match &spec.work_dirs {
         Some((b, o)) => WorkDirs::lend(b, o),

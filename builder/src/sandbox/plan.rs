@@ -172,7 +172,7 @@ const EMPTY_DIR: &str = ".rocmx-empty";
 /// the output's directory (the store directory): the lower layer of that directory's
 /// writable overlay. Mount points made through the overlay would be made on the host's
 /// disk (a link or `mkdir` in the upper layer, each a create-and-rename in the
-/// overlay's work directory, and an unlink after the build: 40 of them per build in a
+/// overlay's work directory, and an unlink after the build: 25 per build on average in a
 /// chain of 50 builds whose outputs refer to each other); here they cost a tmpfs
 /// inode each and leave nothing behind. Detached and removed before the builder starts.
 const LOWER_DIR: &str = ".rocmx-lower";

@@ -356,9 +356,10 @@ fn copy_checked(from: &Path, to: &Path, stamp: Stamp) -> Result<(), StoreError> 
     } else {
         let mut dst = dst;
         let n = io::copy(&mut limited, &mut dst).map_err(StoreError::io("copying into", to))?;
-        fsutil::start_writeback(&dst);
         (dst, n)
     };
+    // Whatever went through the page cache (small files, a filesystem without O_DIRECT).
+    fsutil::start_writeback(&dst);
     let after = src.metadata().map_err(StoreError::io("reading", from))?;
     if copied != stamp.size || Stamp::of(&after) != stamp {
         return Err(changed());

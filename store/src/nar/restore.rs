@@ -94,7 +94,7 @@ impl NarVisitor for Restorer<'_> {
         contents: &mut Contents<'_>,
     ) -> Result<(), NarError> {
         let abs = self.target(rel)?;
-        let file = OpenOptions::new()
+        let mut file = OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(if executable { 0o755 } else { 0o644 })
@@ -110,7 +110,6 @@ impl NarVisitor for Restorer<'_> {
             w.finish().map_err(Self::fail(&abs))?;
             return Ok(());
         }
-        let mut file = file;
         if self.buf.is_empty() {
             self.buf.resize(256 * 1024, 0);
         }
