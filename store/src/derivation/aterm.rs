@@ -164,24 +164,31 @@ impl Parser<'_> {
         self.b.get(self.pos).copied()
     }
 
-    /// A string literal; returns its offset and value.
+    /// A string literal; returns its offset and value. Copies each run of plain
+    /// bytes at once (a `.drv` is mostly long unescaped strings), and builds an error
+    /// only when there is one.
     fn string(&mut self) -> Result<(usize, String)> {
         let start = self.pos;
         self.lit("\"")?;
         let mut v = Vec::new();
         loop {
-            let at = self.pos;
-            let c = self.peek().ok_or(DerivationError::Expected {
-                offset: at,
-                expected: "\"",
-            })?;
-            self.pos += 1;
-            match c {
+            let rest = self.b.get(self.pos..).unwrap_or_default();
+            let run = rest
+                .iter()
+                .position(|&c| matches!(c, b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0))
+                .ok_or_else(|| DerivationError::Expected {
+                    offset: self.b.len(),
+                    expected: "\"",
+                })?;
+            v.extend_from_slice(&rest[..run]);
+            let at = self.pos + run;
+            self.pos = at + 1;
+            match rest[run] {
                 b'"' => break,
                 b'\\' => {
                     let e = self
                         .peek()
-                        .ok_or(DerivationError::BadString { offset: at })?;
+                        .ok_or_else(|| DerivationError::BadString { offset: at })?;
                     self.pos += 1;
                     v.push(match e {
                         b'"' => b'"',
@@ -192,9 +199,9 @@ impl Parser<'_> {
                         _ => return Err(DerivationError::BadString { offset: at }),
                     });
                 }
-                b'\n' | b'\r' | b'\t' => return Err(DerivationError::BadString { offset: at }),
                 0 => return Err(DerivationError::NulByte { offset: at }),
-                c => v.push(c),
+                // A raw newline, carriage return or tab: Nix always escapes them.
+                _ => return Err(DerivationError::BadString { offset: at }),
             }
         }
         // Only ASCII bytes were added or removed, so this cannot fail on `&str` input.
@@ -576,6 +583,36 @@ pub(super) mod tests {
                 Err(e) => assert!(ok(&e), "wrong error {e:?} for {text:?}"),
             }
         }
+    }
+
+    #[test]
+    fn string_errors_name_the_offending_byte() {
+        use DerivationError as E;
+        // `Derive([("` is 10 bytes: the string's text starts at offset 10.
+        let cases: [(&str, E); 5] = [
+            (
+                "Derive([(\"out",
+                E::Expected {
+                    offset: 13,
+                    expected: "\"",
+                },
+            ),
+            ("Derive([(\"ou\\", E::BadString { offset: 12 }),
+            ("Derive([(\"ou\\q\"", E::BadString { offset: 12 }),
+            ("Derive([(\"o\tut\"", E::BadString { offset: 11 }),
+            ("Derive([(\"ou\0t\"", E::NulByte { offset: 12 }),
+        ];
+        for (text, want) in cases {
+            assert_eq!(parse(text), Err(want), "for {text:?}");
+        }
+        // Escapes between long plain runs keep every byte.
+        let (_, s) = Parser {
+            b: br#""abc\"def\\ghi\njkl""#,
+            pos: 0,
+        }
+        .string()
+        .unwrap();
+        assert_eq!(s, "abc\"def\\ghi\njkl");
     }
 
     #[test]
