@@ -526,3 +526,25 @@ fn stale_build_directories_of_dead_processes_are_removed() {
     assert!(kept.exists(), "--keep-failed directories stay");
     assert!(live.exists(), "a live process's directory stays");
 }
+
+/// A plan holds the GC lock (shared) while it reads the graph, and only then: a
+/// collection can start once the outlook or the build's plan is done.
+#[test]
+fn planning_leaves_the_gc_lock_free() {
+    let Some(fx) = fixture() else { return };
+    let a = fx.drv("a", "echo a > $out", &[], &[]);
+    let b = fx.drv("b", "cat $dep > $out", &[], &[(&a, "dep")]);
+    let gc_lock = fx.store.state_dir().join("gc.lock");
+    let free = || {
+        let f = std::fs::File::open(&gc_lock).expect("gc.lock");
+        let ok = f.try_lock().is_ok();
+        ok
+    };
+    let mut r = Realiser::new(&fx.store, opts());
+    let o = r.outlook(std::slice::from_ref(&b)).expect("outlook");
+    assert_eq!(o.build, vec![a.clone(), b.clone()]);
+    assert!(free(), "held after an outlook");
+    let rb = fx.realise_ok(&mut r, &b);
+    assert!(free(), "held after a build");
+    assert_eq!(fx.read(&rb.outputs["out"], ""), "a\n");
+}

@@ -54,6 +54,7 @@ use std::time::{Duration, Instant};
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::EdgeRef;
 use petgraph::Direction;
+use rocmx_store::local::GcShared;
 use rocmx_store::{Derivation, LocalStore, StoreError, StorePath};
 
 use crate::events::{Event, EventSink, NoEvents};
@@ -212,6 +213,9 @@ pub struct Realiser<'a> {
     failed_list: Vec<StorePath>,
     skipped_list: Vec<(StorePath, StorePath)>,
     rooted: HashSet<StorePath>,
+    /// The GC lock, held shared while a plan or an outlook reads the graph (see
+    /// [`Realiser::holding_gc_lock`]), so that each root it adds does not take it again.
+    gc_held: Option<GcShared>,
     /// Build directories kept for reuse (deleted when the realiser is dropped).
     pool: job::DirPool,
 }
@@ -238,6 +242,7 @@ impl<'a> Realiser<'a> {
             failed_list: Vec::new(),
             skipped_list: Vec::new(),
             rooted: HashSet::new(),
+            gc_held: None,
             pool: job::DirPool::default(),
         }
     }
@@ -272,6 +277,12 @@ impl<'a> Realiser<'a> {
     /// whose error [`Realiser::realise_all`] already returned.
     pub fn failure(&self, drv: &StorePath) -> Option<&BuildError> {
         self.errors.get(drv)
+    }
+
+    /// The derivation `drv`, as this run read it (each `.drv` is read and parsed once
+    /// per run; a plan or an outlook has read every one it names), or read now.
+    pub fn derivation(&mut self, drv: &StorePath) -> Result<Arc<Derivation>, BuildError> {
+        self.read_drv(drv)
     }
 
     /// Where the build log of `drv` is stored: `<state>/log/<drv hash part>.log.zst`.
@@ -756,10 +767,27 @@ impl<'a> Realiser<'a> {
 
     fn temp_root(&mut self, p: &StorePath) -> Result<(), StoreError> {
         if !self.rooted.contains(p) {
-            self.store.add_temp_root(p)?;
+            match &self.gc_held {
+                Some(held) => self.store.add_temp_root_held(p, held)?,
+                None => self.store.add_temp_root(p)?,
+            }
             self.rooted.insert(p.clone());
         }
         Ok(())
+    }
+
+    /// Runs `f` with the GC lock held shared (unless it already is): local work only,
+    /// reading `.drv` files and the database and rooting what it finds, never a build or
+    /// a download, which would keep a collection waiting. When the lock cannot be taken,
+    /// `f` runs anyway and each root takes it (and reports the error) as usual.
+    pub(super) fn holding_gc_lock<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
+        if self.gc_held.is_some() {
+            return f(self);
+        }
+        self.gc_held = self.store.hold_gc_shared().ok();
+        let r = f(self);
+        self.gc_held = None;
+        r
     }
 
     /// The recorded realisations of every output under `key`, if all are there and valid

@@ -27,6 +27,16 @@ impl Realiser<'_> {
         graph: &mut DiGraph<Node, ()>,
         index: &mut HashMap<StorePath, NodeIndex>,
     ) {
+        self.holding_gc_lock(|r| r.read_graph(goals, graph, index));
+    }
+
+    /// [`Self::plan`], under the GC lock.
+    fn read_graph(
+        &mut self,
+        goals: &[StorePath],
+        graph: &mut DiGraph<Node, ()>,
+        index: &mut HashMap<StorePath, NodeIndex>,
+    ) {
         let goal_set: HashSet<&StorePath> = goals.iter().collect();
         // (derivation, the dependent that needs it)
         let mut stack: Vec<(StorePath, Option<NodeIndex>)> =
@@ -95,7 +105,7 @@ impl Realiser<'_> {
         }
     }
 
-    fn read_drv(&mut self, drv: &StorePath) -> Result<Arc<Derivation>, BuildError> {
+    pub(super) fn read_drv(&mut self, drv: &StorePath) -> Result<Arc<Derivation>, BuildError> {
         if let Some(d) = self.drvs.get(drv) {
             return Ok(d.clone());
         }

@@ -13,7 +13,7 @@ use std::io::Write;
 use rocmx_builder::realise::Realiser;
 use rocmx_store::{LocalStore, StorePath};
 
-use super::super::common::{human_size, read_drv};
+use super::super::common::human_size;
 use super::super::fail::Fail;
 use super::{options, params_field, BuildArgs, Target};
 
@@ -24,13 +24,14 @@ struct FixedDownload {
     size: Option<u64>,
 }
 
-/// The fixed-output fetches among `build`, in its order. A derivation that
-/// cannot be read is treated as a build (the realiser reports it).
-fn fixed_downloads(store: &LocalStore, build: &[StorePath]) -> Vec<FixedDownload> {
+/// The fixed-output fetches among `build`, in its order, from the derivations the
+/// realiser read for its outlook. A derivation that cannot be read is treated as a
+/// build (the realiser reports it).
+fn fixed_downloads(realiser: &mut Realiser<'_>, build: &[StorePath]) -> Vec<FixedDownload> {
     build
         .iter()
         .filter_map(|p| {
-            let d = read_drv(store, p).ok()?;
+            let d = realiser.derivation(p).ok()?;
             if d.builder != "builtin:fetchurl" || !d.env.contains_key("outputHash") {
                 return None;
             }
@@ -46,12 +47,12 @@ fn fixed_downloads(store: &LocalStore, build: &[StorePath]) -> Vec<FixedDownload
 /// A derivation to build, in `--dry-run --json`: its path, or with an executor that
 /// takes it, `{"drvPath": …, "on": "slurm:debug", "how": "1 core, 60 min"}`.
 fn remote_json(
-    store: &LocalStore,
+    realiser: &mut Realiser<'_>,
     executor: Option<&dyn rocmx_builder::executor::Executor>,
     d: &StorePath,
 ) -> serde_json::Value {
     let remote = executor.and_then(|e| {
-        let drv = read_drv(store, d).ok()?;
+        let drv = realiser.derivation(d).ok()?;
         e.takes(&drv)
             .then(|| (e.name().to_string(), e.describe(&drv)))
     });
@@ -94,7 +95,7 @@ pub(super) fn dry_run(
                 })
             })
             .collect();
-        let downloads: Vec<serde_json::Value> = fixed_downloads(store, &p.build)
+        let downloads: Vec<serde_json::Value> = fixed_downloads(&mut realiser, &p.build)
             .iter()
             .map(|d| {
                 serde_json::json!({
@@ -110,7 +111,7 @@ pub(super) fn dry_run(
             serde_json::Value::from(
                 p.build
                     .iter()
-                    .map(|d| remote_json(store, executor.as_deref(), d))
+                    .map(|d| remote_json(&mut realiser, executor.as_deref(), d))
                     .collect::<Vec<_>>()
             ),
             serde_json::Value::from(downloads),
@@ -129,7 +130,7 @@ pub(super) fn dry_run(
         );
         return Ok(());
     }
-    let downloads = fixed_downloads(store, &p.build);
+    let downloads = fixed_downloads(&mut realiser, &p.build);
     let fetched: BTreeSet<&StorePath> = downloads.iter().map(|d| &d.drv).collect();
     let builds: Vec<&StorePath> = p.build.iter().filter(|d| !fetched.contains(d)).collect();
     if !builds.is_empty() {
@@ -144,7 +145,7 @@ pub(super) fn dry_run(
             let place = executor
                 .as_ref()
                 .and_then(|e| {
-                    let drv = read_drv(store, d).ok()?;
+                    let drv = realiser.derivation(d).ok()?;
                     e.takes(&drv).then(|| format!(" ({})", e.describe(&drv)))
                 })
                 .unwrap_or_default();

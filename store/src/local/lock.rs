@@ -116,6 +116,11 @@ impl FileLock {
         }
     }
 
+    /// The lock file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// Whether the file at our path is still the one we locked (someone may have
     /// removed it by hand, or an older rocmx may have).
     fn still_linked(&self) -> bool {
@@ -126,10 +131,17 @@ impl FileLock {
     }
 }
 
+/// The GC lock's file name in the state directory.
+pub const GC_LOCK: &str = "gc.lock";
+
 /// The global GC lock: shared for adding, exclusive for collecting.
 pub fn gc_lock(state: &Path, exclusive: bool) -> Result<FileLock, StoreError> {
-    FileLock::acquire(&state.join("gc.lock"), exclusive)
+    FileLock::acquire(&state.join(GC_LOCK), exclusive)
 }
+
+/// The GC lock held shared for a while (see `LocalStore::hold_gc_shared`).
+#[derive(Debug)]
+pub struct GcShared(pub(super) FileLock);
 
 /// The lock file of `p` under `locks` (see the module documentation).
 pub fn path_lock_file(locks: &Path, p: &StorePath) -> PathBuf {

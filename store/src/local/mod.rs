@@ -74,7 +74,7 @@ pub use error::StoreError;
 pub use fsutil::normalise_tree;
 pub use gc::{GcOptions, GcReport};
 pub use import::ImportClaim;
-pub use lock::open_lock_file;
+pub use lock::{open_lock_file, GcShared};
 pub use verify::{Problem, VerifyReport};
 
 /// What the store records about a valid path.
@@ -354,6 +354,25 @@ impl LocalStore {
     /// calls this for the inputs of a running build).
     pub fn add_temp_root(&self, p: &StorePath) -> Result<(), StoreError> {
         let _gc = lock::gc_lock(&self.state_dir, false)?;
+        self.temp_roots.add(p)
+    }
+
+    /// Takes the GC lock shared and keeps it until the value is dropped: no collection
+    /// starts meanwhile, and [`Self::add_temp_root_held`] adds roots without taking the
+    /// lock once more each (a plan roots hundreds of paths, one at a time, each before
+    /// checking it: an open, a lock and a close saved per root). Hold it for a bounded
+    /// phase of local work, never across a build or a download: a collection waits.
+    pub fn hold_gc_shared(&self) -> Result<GcShared, StoreError> {
+        Ok(GcShared(lock::gc_lock(&self.state_dir, false)?))
+    }
+
+    /// [`Self::add_temp_root`] under a GC lock the caller holds (see
+    /// [`Self::hold_gc_shared`]). A lock of another store's is not this one's: then the
+    /// lock is taken as `add_temp_root` takes it.
+    pub fn add_temp_root_held(&self, p: &StorePath, held: &GcShared) -> Result<(), StoreError> {
+        if held.0.path() != self.state_dir.join(lock::GC_LOCK).as_path() {
+            return self.add_temp_root(p);
+        }
         self.temp_roots.add(p)
     }
 

@@ -419,6 +419,50 @@ fn temp_roots_of_another_handle_protect_paths() {
 }
 
 #[test]
+fn a_held_gc_lock_keeps_collections_out_and_its_roots_protect_paths() {
+    let (tmp, s) = store();
+    let p = s.add_text("planned", b"p", &BTreeSet::new()).expect("add");
+    let planner = LocalStore::open(s.root()).expect("second handle");
+    let collector = LocalStore::open(s.root()).expect("third handle");
+    let gc_lock = s.state_dir().join(lock::GC_LOCK);
+    let held = planner.hold_gc_shared().expect("hold");
+    planner.add_temp_root_held(&p, &held).expect("root");
+    // The adder's own root goes with its handle: only the planner's protects `p`.
+    drop(s);
+    assert!(
+        lock::FileLock::try_acquire(&gc_lock)
+            .expect("try")
+            .is_none(),
+        "a collection could start while the lock is held"
+    );
+    drop(held);
+    drop(
+        lock::FileLock::try_acquire(&gc_lock)
+            .expect("try")
+            .expect("free again"),
+    );
+    assert_eq!(
+        collector.gc(&GcOptions::default()).expect("gc").deleted,
+        vec![]
+    );
+
+    // A lock held on another store is not this one's: the root takes this store's.
+    let (_other_tmp, other) = store();
+    let foreign = other.hold_gc_shared().expect("hold other");
+    let q = collector
+        .add_text("also", b"q", &BTreeSet::new())
+        .expect("add q");
+    planner.add_temp_root_held(&q, &foreign).expect("root q");
+    drop(collector);
+    drop(foreign);
+    let last = LocalStore::open(planner.root()).expect("fourth handle");
+    assert_eq!(last.gc(&GcOptions::default()).expect("gc").deleted, vec![]);
+    drop(planner);
+    assert_eq!(last.gc(&GcOptions::default()).expect("gc").deleted.len(), 2);
+    drop(tmp);
+}
+
+#[test]
 fn delete_refuses_referenced_and_rooted_paths() {
     let (tmp, s) = store();
     let a = s.add_text("a", b"a", &BTreeSet::new()).expect("a");
