@@ -537,8 +537,7 @@ fn planning_leaves_the_gc_lock_free() {
     let gc_lock = fx.store.state_dir().join("gc.lock");
     let free = || {
         let f = std::fs::File::open(&gc_lock).expect("gc.lock");
-        let ok = f.try_lock().is_ok();
-        ok
+        f.try_lock().is_ok()
     };
     let mut r = Realiser::new(&fx.store, opts());
     let o = r.outlook(std::slice::from_ref(&b)).expect("outlook");

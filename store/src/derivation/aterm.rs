@@ -173,22 +173,26 @@ impl Parser<'_> {
         let mut v = Vec::new();
         loop {
             let rest = self.b.get(self.pos..).unwrap_or_default();
-            let run = rest
+            // (A `let … else`, not `ok_or`: an error value made and dropped on every
+            // call cost more than the scan.)
+            let Some(run) = rest
                 .iter()
                 .position(|&c| matches!(c, b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0))
-                .ok_or_else(|| DerivationError::Expected {
+            else {
+                return Err(DerivationError::Expected {
                     offset: self.b.len(),
                     expected: "\"",
-                })?;
+                });
+            };
             v.extend_from_slice(&rest[..run]);
             let at = self.pos + run;
             self.pos = at + 1;
             match rest[run] {
                 b'"' => break,
                 b'\\' => {
-                    let e = self
-                        .peek()
-                        .ok_or_else(|| DerivationError::BadString { offset: at })?;
+                    let Some(e) = self.peek() else {
+                        return Err(DerivationError::BadString { offset: at });
+                    };
                     self.pos += 1;
                     v.push(match e {
                         b'"' => b'"',
