@@ -130,7 +130,7 @@ fn main() {
         .stack_size(WORKER_STACK)
         .spawn(move || {
             let store = cmd::StoreOpt { root: cli.store };
-            match cli.command {
+            let code = match cli.command {
                 Command::Eval(args) => cmd::eval::run(args, &store),
                 Command::Repl(args) => cmd::repl::run(args, &store),
                 Command::Store(args) => cmd::store::run(args, &store),
@@ -152,7 +152,9 @@ fn main() {
                 Command::Challenge(args) => cmd::challenge::run(args, &store),
                 Command::Verify(args) => cmd::verify::run(args, &store),
                 Command::Diff(args) => cmd::diff::run(args, &store),
-            }
+            };
+            cmd::checkpoint_stores();
+            code
         });
     let code = match worker.map(|h| h.join()) {
         Ok(Ok(code)) => code,

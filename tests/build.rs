@@ -138,6 +138,15 @@ fn chain_and_diamond_build_in_dependency_order() {
     assert!(at("d1") < at("d2") && at("d1") < at("d3"), "{built:?}");
     assert!(at("d2") < at("d4") && at("d3") < at("d4"), "{built:?}");
 
+    // The command folded the database's write-ahead log back in before exiting (it
+    // keeps its store open to the end): the next command has no log to read back.
+    let wal = f.root().join("var/rocmx/db.sqlite-wal");
+    assert_eq!(
+        fs::metadata(&wal).map(|m| m.len()).unwrap_or(0),
+        0,
+        "{wal:?}"
+    );
+
     // A second time, nothing is built and the outputs are the same.
     let again = f.build_json(&["c", "d4"]);
     assert_eq!(strings(&again["built"]), Vec::<String>::new(), "{again}");

@@ -190,9 +190,31 @@ pub(crate) fn parse_fixed_algo(s: &str) -> Result<HashAlgo, String> {
 /// [`open_store`] for commands that stop when it fails: the error is printed
 /// and the exit code given.
 pub(crate) fn open_store_or_exit(s: &StoreOpt) -> Result<Rc<LocalStore>, i32> {
-    open_store(s)
+    let store = open_store(s)
         .map(Rc::new)
-        .map_err(|e| Fail::exit_code(Err(e)))
+        .map_err(|e| Fail::exit_code(Err(e)))?;
+    OPEN_STORES.with(|o| o.borrow_mut().push(Rc::downgrade(&store)));
+    Ok(store)
+}
+
+thread_local! {
+    /// The stores [`open_store_or_exit`] opened on this thread, for [`checkpoint_stores`].
+    static OPEN_STORES: std::cell::RefCell<Vec<std::rc::Weak<LocalStore>>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Before the process exits: checkpoints the database of every store opened on this
+/// thread that is still open. Commands end by forgetting the evaluator (freeing its heap
+/// value by value would only cost time), and with it their store: its connection is
+/// never closed, so SQLite never folds its write-ahead log back into the database as
+/// closing does, and the next process to open the store reads the whole log back first
+/// (the dry run of `.#pytorch-rocm` spent a tenth of its time so).
+pub(crate) fn checkpoint_stores() {
+    OPEN_STORES.with(|o| {
+        for store in o.borrow_mut().drain(..).filter_map(|w| w.upgrade()) {
+            store.checkpoint();
+        }
+    });
 }
 
 /// The store at `--store DIR` / `ROCMX_STORE`, or at the default root.

@@ -39,3 +39,4 @@ pub struct StoreOpt {
     /// The physical root, when given; `None` means the default location.
     pub root: Option<PathBuf>,
 }
+pub(crate) use common::checkpoint_stores;

@@ -350,6 +350,19 @@ impl LocalStore {
         })
     }
 
+    /// Copies the write-ahead log into the database and empties it, as closing the last
+    /// connection would, unless another connection is reading it (then nothing is done,
+    /// at once: this never waits). For a process about to exit with the store still
+    /// open: the next one to open the store then has no log to read back. Best effort:
+    /// the log's content is as safe in the log.
+    pub fn checkpoint(&self) {
+        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        if conn.busy_timeout(std::time::Duration::ZERO).is_ok() {
+            let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+            let _ = conn.busy_timeout(db::BUSY_TIMEOUT);
+        }
+    }
+
     /// Protects `p` from garbage collection for as long as this handle lives (a builder
     /// calls this for the inputs of a running build).
     pub fn add_temp_root(&self, p: &StorePath) -> Result<(), StoreError> {

@@ -463,6 +463,34 @@ fn a_held_gc_lock_keeps_collections_out_and_its_roots_protect_paths() {
 }
 
 #[test]
+fn a_checkpoint_empties_the_log_unless_someone_reads_it() {
+    let (tmp, s) = store();
+    s.add_text("logged", b"l", &BTreeSet::new()).expect("add");
+    let wal = s.state_dir().join("db.sqlite-wal");
+    let size = || fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+    assert!(size() > 0, "the write went to the log");
+    // Another connection in a read transaction: the checkpoint gives up at once.
+    let reader = rusqlite::Connection::open(s.state_dir().join("db.sqlite")).expect("open");
+    reader.execute_batch("BEGIN").expect("begin");
+    let n: i64 = reader
+        .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+        .expect("read");
+    assert!(n > 0);
+    s.checkpoint();
+    assert!(size() > 0, "emptied under a reader");
+    reader.execute_batch("COMMIT").expect("commit");
+    drop(reader);
+    s.checkpoint();
+    assert_eq!(size(), 0);
+    // The store reads and writes on after it.
+    let p = s
+        .add_text("after", b"a", &BTreeSet::new())
+        .expect("add after");
+    assert!(s.is_valid(&p).expect("valid"));
+    drop(tmp);
+}
+
+#[test]
 fn delete_refuses_referenced_and_rooted_paths() {
     let (tmp, s) = store();
     let a = s.add_text("a", b"a", &BTreeSet::new()).expect("a");
