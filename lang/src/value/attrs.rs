@@ -5,7 +5,9 @@
 //! a sorted vector: compact and fast to build. Sets past [`SMALL_MAX`] entries
 //! become a persistent B-tree (`imbl::OrdMap`), so `big // small` shares structure
 //! with `big` instead of copying it — the difference between O(n) and O(log n) per
-//! update in a `//` fold. It must not force values.
+//! update in a `//` fold. Its nodes hold 4 entries (imbl's `small-chunks`): an
+//! update copies the nodes on the path to each key it sets, and small nodes make
+//! that copy small (see `lang/Cargo.toml`). It must not force values.
 
 use std::rc::Rc;
 
