@@ -383,7 +383,9 @@ impl LocalStore {
     /// [`Self::hold_gc_shared`]). A lock of another store's is not this one's: then the
     /// lock is taken as `add_temp_root` takes it.
     pub fn add_temp_root_held(&self, p: &StorePath, held: &GcShared) -> Result<(), StoreError> {
-        if held.0.path() != self.state_dir.join(lock::GC_LOCK).as_path() {
+        let ours = held.0.path().parent() == Some(self.state_dir.as_path())
+            && held.0.path().file_name() == Some(std::ffi::OsStr::new(lock::GC_LOCK));
+        if !ours {
             return self.add_temp_root(p);
         }
         self.temp_roots.add(p)
