@@ -91,6 +91,17 @@ impl Work {
         let exe = w.path("rocmx");
         fs::copy(BIN, &exe).unwrap();
         fs::set_permissions(&exe, fs::Permissions::from_mode(0o755)).unwrap();
+        // A fork made by another test's thread while the copy was written holds its
+        // descriptor until that child execs, and running the copy fails with ETXTBSY
+        // ("Text file busy") meanwhile. Wait for that once: nothing writes it again.
+        for _ in 0..500 {
+            match Command::new(&exe).arg("--version").output() {
+                Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy => {
+                    std::thread::sleep(std::time::Duration::from_millis(10))
+                }
+                _ => break,
+            }
+        }
         w.exe = exe;
         w.cwd = w.path("work");
         w.env_path("HOME", "home")
