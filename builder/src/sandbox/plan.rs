@@ -2,8 +2,8 @@
 //! by the parent *before* forking so that the child only walks a ready list of
 //! C strings and issues syscalls (no allocation, no directory reading after `fork`).
 
-use std::collections::BTreeSet;
-use std::ffi::CString;
+use std::collections::{BTreeSet, HashSet};
+use std::ffi::{CString, OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
@@ -293,7 +293,10 @@ fn what(verb: &str, inside: &Path, rest: &str) -> Vec<u8> {
 struct Planner<'a> {
     root: &'a Path,
     actions: Vec<PlannedAction>,
-    dirs: BTreeSet<PathBuf>,
+    /// The inside directories made so far. Inside paths are normalised
+    /// ([`check_inside_path`]), so their bytes compare as the paths do, and
+    /// cheaper: `Path`'s own comparison walks components.
+    dirs: HashSet<OsString>,
 }
 
 impl Planner<'_> {
@@ -307,7 +310,7 @@ impl Planner<'_> {
         for c in inside.components() {
             if let Component::Normal(s) = c {
                 acc.push(s);
-                if self.dirs.insert(acc.clone()) {
+                if self.dirs.insert(acc.as_os_str().to_owned()) {
                     let path = cstr(&host(self.root, &acc));
                     self.push(Action::Mkdir { path, mode }, what("creating", &acc, ""));
                 }
@@ -731,7 +734,7 @@ pub(super) fn build(pi: &PlanInput<'_>) -> Result<Vec<PlannedAction>, SandboxErr
     let mut p = Planner {
         root: pi.root,
         actions: Vec::new(),
-        dirs: BTreeSet::new(),
+        dirs: HashSet::new(),
     };
     // The root itself: a fresh tmpfs (remounted read-only after pivot_root).
     p.push(
@@ -918,7 +921,11 @@ pub(super) fn build(pi: &PlanInput<'_>) -> Result<Vec<PlannedAction>, SandboxErr
             .map(|(_, i, k)| (i.as_path(), k))
             .collect(),
     };
-    let lowered = |inside: &Path| in_lower.iter().any(|(i, _)| *i == inside);
+    // Asked once per input: a set, compared by bytes (inside paths are normalised),
+    // not a scan of `in_lower` comparing paths component by component, which made
+    // planning quadratic in the inputs (a chain's last builds have 50).
+    let lowered_set: HashSet<&OsStr> = in_lower.iter().map(|(i, _)| i.as_os_str()).collect();
+    let lowered = |inside: &Path| lowered_set.contains(inside.as_os_str());
 
     // /build
     let top = pi.variant.build_top.as_path();

@@ -589,7 +589,7 @@ pub fn add_signatures(
     let json = serde_json::to_string(&sigs).unwrap_or_else(|_| "[]".to_string());
     conn.prepare_cached("UPDATE valid_paths SET signatures = ?1 WHERE path = ?2")
         .and_then(|mut s| s.execute(params![json, path.to_absolute()]))
-    .map_err(err(db, "recording signatures"))?;
+        .map_err(err(db, "recording signatures"))?;
     Ok(true)
 }
 

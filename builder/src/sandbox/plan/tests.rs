@@ -58,7 +58,7 @@ fn proc_is_protected() {
     let mut p = Planner {
         root: Path::new("/s/root"),
         actions: Vec::new(),
-        dirs: BTreeSet::new(),
+        dirs: Default::default(),
     };
     p.protect_proc(fake.path());
     let got: Vec<String> = p
