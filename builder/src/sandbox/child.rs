@@ -387,6 +387,7 @@ fn run_action(a: &Action) -> Result<(), Errno> {
             Some(nix::unistd::Gid::from_raw(*gid)),
         ),
         Action::Umount { path } => umount2(path.as_c_str(), MntFlags::MNT_DETACH),
+        Action::EnterRoot { path } => chdir(path.as_c_str()),
         Action::Rmdir { path } => nix::unistd::unlinkat(
             nix::fcntl::AT_FDCWD,
             path.as_c_str(),

@@ -56,7 +56,6 @@ fn proc_is_protected() {
         std::fs::write(fake.path().join(f), "").unwrap();
     }
     let mut p = Planner {
-        root: Path::new("/s/root"),
         actions: Vec::new(),
         dirs: Default::default(),
     };
@@ -84,7 +83,7 @@ fn proc_is_protected() {
             target,
             flags,
         } => {
-            assert_eq!(source.to_str().unwrap(), "/s/root/proc/sys");
+            assert_eq!(source.to_str().unwrap(), "proc/sys");
             assert_eq!(target, source);
             assert_eq!(*flags, ro);
         }
@@ -168,6 +167,7 @@ fn plan_without_rootfs() {
     let plan = build(&pi).unwrap();
     let expected = [
         "mounting the root tmpfs",
+        "entering the root tmpfs",
         "creating /.rocmx-empty",
         "creating /.rocmx-inputs-0",
         "mounting /.rocmx-inputs-0 (inputs, read-only)",
@@ -214,22 +214,31 @@ fn plan_without_rootfs() {
         "removing /.rocmx-empty",
     ];
     assert_eq!(describe(&plan), expected);
+    // Init enters the root once it is mounted; every later path below the root is
+    // relative to it, so no action names the root's host path again.
+    assert!(
+        matches!(&plan[1].action, Action::EnterRoot { path } if path.to_str() == Ok("/s/root"))
+    );
+    for a in &plan[2..] {
+        let shown = format!("{:?}", a.action);
+        assert!(!shown.contains("/s/root"), "{shown}");
+    }
     // Inputs come from the overlay of their host directory, named by descriptor.
-    match &plan[3].action {
+    match &plan[4].action {
         Action::Overlay {
             lower,
             empty,
             target,
         } => {
             assert_eq!(lower.to_str().unwrap(), "/h");
-            assert_eq!(empty.to_str().unwrap(), "/s/root/.rocmx-empty");
-            assert_eq!(target.to_str().unwrap(), "/s/root/.rocmx-inputs-0");
+            assert_eq!(empty.to_str().unwrap(), ".rocmx-empty");
+            assert_eq!(target.to_str().unwrap(), ".rocmx-inputs-0");
         }
         other => panic!("unexpected {other:?}"),
     }
     let bbb = plan
         .iter()
-        .find(|a| matches!(&a.action, Action::BindFrom { target, .. } if target.to_str() == Ok("/s/root/rocmx/store/bbb-f")))
+        .find(|a| matches!(&a.action, Action::BindFrom { target, .. } if target.to_str() == Ok("rocmx/store/bbb-f")))
         .unwrap();
     match &bbb.action {
         Action::BindFrom {
@@ -238,7 +247,7 @@ fn plan_without_rootfs() {
             flags,
             ..
         } => {
-            assert_eq!(source.to_str().unwrap(), "/s/root/.rocmx-inputs-0/f");
+            assert_eq!(source.to_str().unwrap(), ".rocmx-inputs-0/f");
             assert_eq!(fallback.to_str().unwrap(), "/h/f");
             assert_eq!(*flags, ro_flags());
         }
@@ -311,17 +320,17 @@ fn file_inputs_in_the_output_directory_get_linked_mount_points() {
             _ => None,
         })
         .collect();
-    let t = "/s/rocmx/store/.rocmx-mount-point".to_string();
+    let t = "rocmx/store/.rocmx-mount-point".to_string();
     assert_eq!(
         links,
         [
-            (t.clone(), "/s/rocmx/store/aaa-a".to_string()),
-            (t.clone(), "/s/rocmx/store/bbb-b".to_string()),
+            (t.clone(), "rocmx/store/aaa-a".to_string()),
+            (t.clone(), "rocmx/store/bbb-b".to_string()),
         ]
     );
     assert!(kinds
         .iter()
-        .any(|a| matches!(a, Action::Touch { path } if path.to_str() == Ok("/s/elsewhere/ccc-c"))));
+        .any(|a| matches!(a, Action::Touch { path } if path.to_str() == Ok("elsewhere/ccc-c"))));
     assert!(kinds.iter().any(
         |a| matches!(a, Action::Bind { source, .. } if source.to_str() == Ok("/proc/self/fd/7"))
     ));
@@ -455,17 +464,17 @@ fn inputs_are_bound_from_an_overlay_of_their_directory() {
             }
             _ => None,
         })
-        .filter(|b| b.contains("/s/r") || b.contains("/s/."))
+        .filter(|b| b.contains("rocmx/store/"))
         .filter(|b| !b.contains("/proc/self/fd"))
         .collect();
     assert_eq!(
         binds,
         [
-            "from /s/.rocmx-inputs-1/aaa-a /s/rocmx/store/aaa-a /st/aaa-a",
-            "from /s/.rocmx-inputs-1/bbb-b /s/rocmx/store/bbb-b /st/bbb-b",
-            "from /s/.rocmx-inputs-1/ccc-c /s/rocmx/store/ccc-c /st/ccc-c",
-            "from /s/.rocmx-inputs-1/ddd-d /s/rocmx/store/ddd-d /st/ddd-d",
-            "from /s/.rocmx-inputs-0/fff-f /s/rocmx/store/fff-f /other/fff-f",
+            "from .rocmx-inputs-1/aaa-a rocmx/store/aaa-a /st/aaa-a",
+            "from .rocmx-inputs-1/bbb-b rocmx/store/bbb-b /st/bbb-b",
+            "from .rocmx-inputs-1/ccc-c rocmx/store/ccc-c /st/ccc-c",
+            "from .rocmx-inputs-1/ddd-d rocmx/store/ddd-d /st/ddd-d",
+            "from .rocmx-inputs-0/fff-f rocmx/store/fff-f /other/fff-f",
         ]
     );
 }
@@ -541,7 +550,7 @@ fn mount_points_in_the_output_directory_live_in_the_overlays_lower_layer() {
     assert!(!kinds
         .iter()
         .filter_map(|a| made_in(a))
-        .any(|p| p.starts_with("/s/rocmx/store/")));
+        .any(|p| p.starts_with("rocmx/store/")));
     let (lower, fallback) = kinds
         .iter()
         .find_map(|a| match a {
@@ -550,28 +559,28 @@ fn mount_points_in_the_output_directory_live_in_the_overlays_lower_layer() {
                 target,
                 fallback,
                 ..
-            } if target.to_str() == Ok("/s/rocmx/store") => {
+            } if target.to_str() == Ok("rocmx/store") => {
                 Some((empty.to_str().unwrap().to_string(), fallback))
             }
             _ => None,
         })
         .unwrap();
-    assert_eq!(lower, "/s/.rocmx-lower");
+    assert_eq!(lower, ".rocmx-lower");
     let fallback: Vec<String> = fallback.iter().filter_map(made_in).collect();
     assert_eq!(
         fallback,
         [
-            "/s/rocmx/store/aaa-a",
-            "/s/rocmx/store/bbb-b",
-            "/s/rocmx/store/ddd-d",
-            "/s/rocmx/store/eee-e",
+            "rocmx/store/aaa-a",
+            "rocmx/store/bbb-b",
+            "rocmx/store/ddd-d",
+            "rocmx/store/eee-e",
         ]
     );
     // /build's overlay has nothing to fall back to.
     assert!(kinds
         .iter()
         .any(|a| matches!(a, Action::OverlayRw { target, fallback, .. }
-        if target.to_str() == Ok("/s/build") && fallback.is_empty())));
+        if target.to_str() == Ok("build") && fallback.is_empty())));
 }
 
 /// With a shared layout, `/build` and the output's directory come from one writable
@@ -649,8 +658,8 @@ fn build_and_output_directories_can_share_one_overlay() {
         (
             "/b/rw".to_string(),
             "/b/work".to_string(),
-            "/s/.rocmx-lower".to_string(),
-            "/s/.rocmx-rw".to_string()
+            ".rocmx-lower".to_string(),
+            ".rocmx-rw".to_string()
         )
     );
     let binds: Vec<(String, String, String)> = shared
@@ -662,13 +671,13 @@ fn build_and_output_directories_can_share_one_overlay() {
         binds,
         [
             (
-                "/s/.rocmx-rw/build".to_string(),
-                "/s/build".to_string(),
+                ".rocmx-rw/build".to_string(),
+                "build".to_string(),
                 "/b/rw/build".to_string()
             ),
             (
-                "/s/.rocmx-rw/stage".to_string(),
-                "/s/rocmx/store".to_string(),
+                ".rocmx-rw/stage".to_string(),
+                "rocmx/store".to_string(),
                 "/proc/self/fd/7".to_string()
             ),
         ]
@@ -680,7 +689,7 @@ fn build_and_output_directories_can_share_one_overlay() {
     assert!(plan
         .iter()
         .any(|a| matches!(&a.action, Action::SharedOverlay { lower, .. }
-        if lower.to_str() == Ok("/s/.rocmx-empty"))));
+        if lower.to_str() == Ok(".rocmx-empty"))));
     assert!(!describe(&plan).iter().any(|d| d.contains(".rocmx-lower")));
     // A build directory on a tmpfs keeps its own overlay: no sharing.
     let tmpfs = super::super::Variant {
@@ -728,6 +737,7 @@ fn plan_with_rootfs_skips_reserved_entries() {
         before_etc,
         [
             "mounting the root tmpfs",
+            "entering the root tmpfs",
             "creating symlink /bin",
             "creating /tmp",
             "binding /tmp from the rootfs read-only",
