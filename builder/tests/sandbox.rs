@@ -711,6 +711,20 @@ fn probe_setup_failures_are_explained() {
     let err = sandbox::run(spec).unwrap_err();
     assert!(err.to_string().contains("ENOENT"), "{err}");
 
+    // The same inside path twice, even from different sources.
+    let mut spec = fx.spec("");
+    let first = spec.inputs[0].1.clone();
+    spec.inputs
+        .push((fx.dir.path().to_path_buf(), first.clone()));
+    let err = sandbox::run(spec).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "invalid sandbox specification: input {} given twice",
+            first.display()
+        )
+    );
+
     std::fs::write(&fx.out, "already").unwrap();
     let err = sandbox::run(fx.spec("")).unwrap_err();
     assert!(matches!(err, SandboxError::InvalidSpec(_)), "{err}");

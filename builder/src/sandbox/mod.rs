@@ -470,6 +470,10 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
         )));
     }
     let mut inputs = Vec::new();
+    // Inside paths already given, by bytes (they are normalised once checked, so equal
+    // bytes are equal paths): comparing each with every earlier one as paths was
+    // quadratic, and component-wise.
+    let mut seen: std::collections::HashSet<&std::ffi::OsStr> = Default::default();
     for (src, inside) in &spec.inputs {
         plan::check_inside_path(inside, "input")?;
         if let Some((_, o)) = outputs
@@ -482,10 +486,7 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
                 o.display()
             )));
         }
-        if inputs
-            .iter()
-            .any(|(_, i, _): &(PathBuf, PathBuf, plan::InputKind)| i == inside)
-        {
+        if !seen.insert(inside.as_os_str()) {
             return Err(SandboxError::InvalidSpec(format!(
                 "input {} given twice",
                 inside.display()
