@@ -97,6 +97,29 @@ impl Sym {
     }
 }
 
+/// Names the evaluator's own code looks up in sets on hot paths: coercing a set to a
+/// string (`__toString`, `outPath`), comparing derivations (`type`, `outPath`),
+/// calling a set (`__functor`). Interned once per process: a lookup by [`Sym`]
+/// compares addresses and integer prefixes, one by `&str` compares bytes.
+pub struct Known {
+    pub out_path: Sym,
+    pub to_string: Sym,
+    pub functor: Sym,
+    pub type_: Sym,
+}
+
+/// The [`Known`] names.
+#[inline]
+pub fn known() -> &'static Known {
+    static KNOWN: OnceLock<Known> = OnceLock::new();
+    KNOWN.get_or_init(|| Known {
+        out_path: Sym::new("outPath"),
+        to_string: Sym::new("__toString"),
+        functor: Sym::new("__functor"),
+        type_: Sym::new("type"),
+    })
+}
+
 impl PartialEq for Sym {
     #[inline]
     fn eq(&self, other: &Sym) -> bool {

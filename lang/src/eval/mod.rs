@@ -940,8 +940,11 @@ impl Evaluator {
         match &f {
             Value::Lambda(c) => self.call_lambda(c, arg),
             Value::PrimOp(app) => self.call_primop_app(app, arg),
-            Value::Attrs(a) if a.contains("__functor") => {
-                let functor = a.get("__functor").cloned().unwrap_or(Value::Null);
+            Value::Attrs(a) if a.contains(crate::sym::known().functor) => {
+                let functor = a
+                    .get(crate::sym::known().functor)
+                    .cloned()
+                    .unwrap_or(Value::Null);
                 let inner = self.call(&functor, f.clone())?;
                 self.call(&inner, arg)
             }

@@ -300,7 +300,8 @@ impl Evaluator {
                 }
                 // Derivations compare by output path.
                 if self.is_derivation(a)? && self.is_derivation(b)? {
-                    if let (Some(x), Some(y)) = (a.get("outPath"), b.get("outPath")) {
+                    let out = crate::sym::known().out_path;
+                    if let (Some(x), Some(y)) = (a.get(out), b.get(out)) {
                         let (x, y) = (x.clone(), y.clone());
                         return self.equal(&x, &y);
                     }
@@ -334,7 +335,7 @@ impl Evaluator {
 
     /// Whether a set has `type = "derivation"`.
     pub fn is_derivation(&mut self, a: &Attrs) -> EResult<bool> {
-        match a.get("type") {
+        match a.get(crate::sym::known().type_) {
             Some(t) => {
                 let t = t.clone();
                 match self.force(&t)? {
@@ -473,11 +474,12 @@ impl Evaluator {
                 }
             }
             Value::Attrs(a) => {
-                if let Some(f) = a.get("__toString").cloned() {
+                let known = crate::sym::known();
+                if let Some(f) = a.get(known.to_string).cloned() {
                     let r = self.call(&f, v.clone())?;
                     return self.coerce_to_string(&r, mode);
                 }
-                if let Some(o) = a.get("outPath").cloned() {
+                if let Some(o) = a.get(known.out_path).cloned() {
                     return self.coerce_to_string(&o, mode);
                 }
                 Err(EvalError::new(
@@ -629,7 +631,7 @@ impl Evaluator {
         let f = self.force(v)?;
         match &f {
             Value::Lambda(_) | Value::PrimOp(_) => Ok(f),
-            Value::Attrs(a) if a.contains("__functor") => Ok(f),
+            Value::Attrs(a) if a.contains(crate::sym::known().functor) => Ok(f),
             o => Err(self.type_error("a function", o)),
         }
     }
