@@ -684,11 +684,7 @@ fn finish_floating(
             )?;
         }
         // A rebuild that gave other bytes keeps the first realisation.
-        match store.query_realisation(&job.key, &o)? {
-            Some(existing) if existing != p.path => {}
-            _ => store.add_realisation(&job.key, &o, &p.path, &[])?,
-        }
-        store.add_derivation_output(drv, &o, &p.path)?;
+        store.record_built_output(drv, &job.key, &o, &p.path, &[], true)?;
         result.insert(o, p.path);
     }
     Ok(result)

@@ -101,14 +101,9 @@ pub(super) fn run(
         result.insert(name.clone(), path.clone());
     }
     for (name, path) in &result {
-        if !matches!(job.resolved.outputs[name], DerivationOutput::Fixed { .. }) {
-            let sigs = got.signatures.get(name).cloned().unwrap_or_default();
-            match store.query_realisation(&job.key, name)? {
-                Some(existing) if &existing != path => {}
-                _ => store.add_realisation(&job.key, name, path, &sigs)?,
-            }
-        }
-        store.add_derivation_output(drv, name, path)?;
+        let floating = !matches!(job.resolved.outputs[name], DerivationOutput::Fixed { .. });
+        let sigs = got.signatures.get(name).cloned().unwrap_or_default();
+        store.record_built_output(drv, &job.key, name, path, &sigs, floating)?;
     }
     Ok(result)
 }

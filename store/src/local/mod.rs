@@ -452,6 +452,41 @@ impl LocalStore {
         })
     }
 
+    /// Records what a build of the valid derivation `drv` (resolved to the derivation
+    /// whose hash is `drv_hash`) made for its output `output`: the realisation
+    /// `drv_hash!output` ↦ `path` with `signatures` (see [`Self::add_realisation`]) —
+    /// unless one points elsewhere already, which is kept: a rebuild that gave other
+    /// bytes does not replace the first result — and `drv`'s output `output` ↦ `path`
+    /// (see [`Self::add_derivation_output`]). One write transaction for both, where
+    /// the two calls took three. `realise` false records only the derivation output
+    /// (a fixed output has no realisation).
+    pub fn record_built_output(
+        &self,
+        drv: &StorePath,
+        drv_hash: &str,
+        output: &str,
+        path: &StorePath,
+        signatures: &[String],
+        realise: bool,
+    ) -> Result<(), StoreError> {
+        self.with_tx(|c, d| {
+            if realise {
+                match db::query_realisation(c, d, drv_hash, output)? {
+                    Some((existing, _)) if &existing != path => {}
+                    _ => db::add_realisation(c, d, drv_hash, output, path, &self.root, signatures)?,
+                }
+            }
+            let id = db::path_id(c, d, drv)?.ok_or_else(|| self.not_valid(drv))?;
+            let recorded = db::derivation_outputs(c, d, id)?
+                .iter()
+                .any(|(o, p)| o == output && p == path);
+            if !recorded {
+                db::add_derivation_output(c, d, id, output, path)?;
+            }
+            Ok(())
+        })
+    }
+
     /// The recorded outputs of the valid derivation `drv`.
     pub fn derivation_outputs(
         &self,

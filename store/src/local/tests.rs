@@ -918,3 +918,63 @@ fn recording_a_known_derivation_output_writes_nothing() {
         .expect("another output");
     assert_eq!(s.derivation_outputs(&drv).expect("outputs").len(), 2);
 }
+
+/// A build's record, in one transaction: the realisation (the first kept when a
+/// rebuild gives another path, signatures merged when it gives the same) and the
+/// derivation's output; a fixed output gets no realisation; the derivation must be
+/// valid, and then nothing is recorded.
+#[test]
+fn a_build_records_its_realisation_and_derivation_output_together() {
+    let (_tmp, s) = store();
+    let drv = s
+        .add_text("d.drv", b"Derive([])", &BTreeSet::new())
+        .expect("drv");
+    let a = s.add_text("a", b"a", &BTreeSet::new()).expect("a");
+    let b = s.add_text("b", b"b", &BTreeSet::new()).expect("b");
+    s.record_built_output(&drv, "h1", "out", &a, &["k1:sig".into()], true)
+        .expect("record");
+    assert_eq!(
+        s.query_realisation_signed("h1", "out").expect("q"),
+        Some((a.clone(), vec!["k1:sig".into()]))
+    );
+    assert_eq!(
+        s.derivation_outputs(&drv).expect("outputs").get("out"),
+        Some(&a)
+    );
+    // The same path again: signatures merged.
+    s.record_built_output(&drv, "h1", "out", &a, &["k2:sig".into()], true)
+        .expect("again");
+    assert_eq!(
+        s.query_realisation_signed("h1", "out").expect("q"),
+        Some((a.clone(), vec!["k1:sig".into(), "k2:sig".into()]))
+    );
+    // A rebuild that gave other bytes: the realisation stays, the output is recorded.
+    s.record_built_output(&drv, "h1", "out", &b, &[], true)
+        .expect("rebuild");
+    assert_eq!(
+        s.query_realisation("h1", "out").expect("q"),
+        Some(a.clone())
+    );
+    assert_eq!(
+        s.derivation_outputs(&drv).expect("outputs").get("out"),
+        Some(&b)
+    );
+    // A fixed output: no realisation.
+    s.record_built_output(&drv, "h2", "dev", &b, &[], false)
+        .expect("fixed");
+    assert_eq!(s.query_realisation("h2", "dev").expect("q"), None);
+    assert_eq!(
+        s.derivation_outputs(&drv).expect("outputs").get("dev"),
+        Some(&b)
+    );
+    // An invalid derivation: an error, and the realisation is not left behind.
+    let gone = s
+        .add_text("gone.drv", b"Derive([])", &BTreeSet::new())
+        .expect("gone");
+    s.delete(std::slice::from_ref(&gone)).expect("delete");
+    let e = s
+        .record_built_output(&gone, "h3", "out", &a, &[], true)
+        .expect_err("not valid");
+    assert!(matches!(e, StoreError::NotValid { .. }), "{e}");
+    assert_eq!(s.query_realisation("h3", "out").expect("q"), None);
+}
