@@ -885,16 +885,22 @@ fn sigkill_during_add_leaves_no_damage_and_the_next_add_succeeds() {
     assert_eq!(s.verify(true, false).expect("verify").problems, vec![]);
 }
 
-/// Recording a derivation output that is already recorded writes nothing (a no-op
-/// rebuild looks up, and records, every output again); a different path is recorded.
-#[test]
-fn recording_a_known_derivation_output_writes_nothing() {
-    let (_tmp, s) = store();
+/// A valid `.drv` and two valid paths its outputs can be recorded as.
+fn drv_and_two_paths(s: &LocalStore) -> (StorePath, StorePath, StorePath) {
     let drv = s
         .add_text("d.drv", b"Derive([])", &BTreeSet::new())
         .expect("drv");
     let a = s.add_text("a", b"a", &BTreeSet::new()).expect("a");
     let b = s.add_text("b", b"b", &BTreeSet::new()).expect("b");
+    (drv, a, b)
+}
+
+/// Recording a derivation output that is already recorded writes nothing (a no-op
+/// rebuild looks up, and records, every output again); a different path is recorded.
+#[test]
+fn recording_a_known_derivation_output_writes_nothing() {
+    let (_tmp, s) = store();
+    let (drv, a, b) = drv_and_two_paths(&s);
     let wal = s.root().join("var/rocmx/db.sqlite-wal");
     let wal_len = || fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
     s.add_derivation_output(&drv, "out", &a).expect("record");
@@ -926,11 +932,7 @@ fn recording_a_known_derivation_output_writes_nothing() {
 #[test]
 fn a_build_records_its_realisation_and_derivation_output_together() {
     let (_tmp, s) = store();
-    let drv = s
-        .add_text("d.drv", b"Derive([])", &BTreeSet::new())
-        .expect("drv");
-    let a = s.add_text("a", b"a", &BTreeSet::new()).expect("a");
-    let b = s.add_text("b", b"b", &BTreeSet::new()).expect("b");
+    let (drv, a, b) = drv_and_two_paths(&s);
     s.record_built_output(&drv, "h1", "out", &a, &["k1:sig".into()], true)
         .expect("record");
     assert_eq!(
