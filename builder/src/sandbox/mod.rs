@@ -418,6 +418,17 @@ fn cstring(what: &str, bytes: &[u8]) -> Result<CString, SandboxError> {
         .map_err(|_| SandboxError::InvalidSpec(format!("{what} contains a NUL byte")))
 }
 
+/// `p`, relative to the working directory if it is relative: init works from inside
+/// the new root while it assembles it, so every host path it is given is absolute.
+fn absolute(p: &Path) -> Result<PathBuf, SandboxError> {
+    if p.is_absolute() {
+        return Ok(p.to_path_buf());
+    }
+    Ok(std::env::current_dir()
+        .map_err(setup_err("getcwd"))?
+        .join(p))
+}
+
 /// Runs the builder in a fresh sandbox and waits for it. See the module documentation.
 pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
     // --- validate ---------------------------------------------------------------------
@@ -426,13 +437,7 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
     }
     let mut outputs: Vec<(PathBuf, PathBuf)> = Vec::new();
     for (out_host, out_inside) in &spec.outputs {
-        let out_host = if out_host.is_absolute() {
-            out_host.clone()
-        } else {
-            std::env::current_dir()
-                .map_err(setup_err("getcwd"))?
-                .join(out_host)
-        };
+        let out_host = absolute(out_host)?;
         plan::check_inside_path(out_inside, "output")?;
         if out_host.symlink_metadata().is_ok() {
             return Err(SandboxError::InvalidSpec(format!(
@@ -504,13 +509,7 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
         } else {
             plan::InputKind::File
         };
-        let src = if src.is_absolute() {
-            src.clone()
-        } else {
-            std::env::current_dir()
-                .map_err(setup_err("getcwd"))?
-                .join(src)
-        };
+        let src = absolute(src)?;
         cstring("input path", src.as_os_str().as_bytes())?;
         inputs.push((src, inside.clone(), kind));
     }
@@ -527,7 +526,7 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
                 host.display()
             )));
         }
-        inputs.push((host.clone(), inside, plan::InputKind::File));
+        inputs.push((absolute(host)?, inside, plan::InputKind::File));
     }
     let build_dir = std::fs::canonicalize(&spec.build_dir).map_err(|e| {
         SandboxError::InvalidSpec(format!(
@@ -610,7 +609,8 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
         })
     });
     let work = match &spec.work_dirs {
-        Some((b, o)) => WorkDirs::lend(b, o),
+        // Absolute: init runs most of the plan from inside the new root.
+        Some((b, o)) => WorkDirs::lend(&absolute(b)?, &absolute(o)?),
         None => WorkDirs::create(&build_dir, &staging.dir)?,
     };
     let actions = plan::build(&plan::PlanInput {
@@ -1021,5 +1021,13 @@ mod tests {
             e.to_string(),
             "sandbox setup failed: mounting /proc (proc): EPERM (Operation not permitted)"
         );
+    }
+
+    /// Host paths handed to init are absolute (it assembles the root from inside it).
+    #[test]
+    fn host_paths_are_made_absolute() {
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(absolute(Path::new("w/b")).unwrap(), cwd.join("w/b"));
+        assert_eq!(absolute(Path::new("/x/y")).unwrap(), PathBuf::from("/x/y"));
     }
 }
