@@ -471,19 +471,17 @@ impl LocalStore {
     ) -> Result<(), StoreError> {
         self.with_tx(|c, d| {
             if realise {
-                match db::query_realisation(c, d, drv_hash, output)? {
-                    Some((existing, _)) if &existing != path => {}
-                    _ => db::add_realisation(c, d, drv_hash, output, path, &self.root, signatures)?,
+                // `add_realisation` reads the existing record itself, and refuses
+                // another path before writing anything: that one is kept.
+                match db::add_realisation(c, d, drv_hash, output, path, &self.root, signatures) {
+                    Ok(()) | Err(StoreError::RealisationConflict { .. }) => {}
+                    Err(e) => return Err(e),
                 }
             }
+            // Already in a write transaction: recording the same output again is a
+            // harmless replace, so no read first (unlike `add_derivation_output`).
             let id = db::path_id(c, d, drv)?.ok_or_else(|| self.not_valid(drv))?;
-            let recorded = db::derivation_outputs(c, d, id)?
-                .iter()
-                .any(|(o, p)| o == output && p == path);
-            if !recorded {
-                db::add_derivation_output(c, d, id, output, path)?;
-            }
-            Ok(())
+            db::add_derivation_output(c, d, id, output, path)
         })
     }
 
