@@ -860,7 +860,16 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
         if st_ready {
             match nix::unistd::read(&st_r, &mut buf) {
                 Ok(0) => st_open = false,
-                Ok(n) => status_data.extend_from_slice(&buf[..n]),
+                Ok(n) => {
+                    status_data.extend_from_slice(&buf[..n]);
+                    // Init sends the builder's status after it has killed and reaped
+                    // every other process and then only exits: no need to wait for
+                    // the pipe's end, which comes after the kernel has torn down
+                    // init's address space (a copy of ours) and its descriptors.
+                    if protocol::builder_ended(&status_data) {
+                        st_open = false;
+                    }
+                }
                 Err(Errno::EINTR) | Err(Errno::EAGAIN) => {}
                 Err(_) => st_open = false,
             }
@@ -868,9 +877,7 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
     }
     let duration = start.elapsed();
     let records = protocol::parse(&status_data);
-    let builder_ended = records
-        .iter()
-        .any(|r| r.tag == protocol::TAG_EXIT || r.tag == protocol::TAG_SIGNAL);
+    let builder_ended = records.iter().any(protocol::Record::is_end);
     let reap_init = move || while let Err(Errno::EINTR) = waitpid(init, None) {};
     // Shared with the reaping thread, so that the lease outlives init whichever side
     // reaps it (a thread that cannot be started drops its share unused).

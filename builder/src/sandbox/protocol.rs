@@ -101,6 +101,20 @@ pub(super) struct Record {
     pub message: String,
 }
 
+impl Record {
+    /// Whether this is the builder's status ([`TAG_EXIT`], [`TAG_SIGNAL`]): init sends
+    /// it last, once it is alone in the sandbox, and then exits.
+    pub(super) fn is_end(&self) -> bool {
+        self.tag == TAG_EXIT || self.tag == TAG_SIGNAL
+    }
+}
+
+/// Whether `data` (what was read from the status pipe so far) holds the builder's
+/// status, i.e. everything init will send.
+pub(super) fn builder_ended(data: &[u8]) -> bool {
+    parse(data).iter().any(Record::is_end)
+}
+
 /// Decodes everything read from the status pipe. A truncated tail (a process killed in
 /// the middle of nothing: writes are atomic) is ignored.
 pub(super) fn parse(mut data: &[u8]) -> Vec<Record> {
@@ -155,6 +169,25 @@ mod tests {
                 },
             ]
         );
+    }
+
+    #[test]
+    fn only_the_builders_status_ends_the_stream() {
+        let mut err = RecordBuf::new(TAG_ERROR, Step::Exec as u8, 2);
+        err.push(b"execve");
+        let err = err.bytes().to_vec();
+        let nproc = RecordBuf::new(TAG_NPROC, 0, 100).bytes().to_vec();
+        let exit = RecordBuf::new(TAG_EXIT, 0, 0).bytes().to_vec();
+        let signal = RecordBuf::new(TAG_SIGNAL, 0, 9).bytes().to_vec();
+        assert!(!builder_ended(&[]));
+        assert!(!builder_ended(&err));
+        // At the process limit init reports and exits; the others die with it, later.
+        assert!(!builder_ended(&nproc));
+        assert!(builder_ended(&exit));
+        assert!(builder_ended(&signal));
+        assert!(builder_ended(&[nproc.clone(), signal].concat()));
+        // Not yet whole (cannot happen with atomic writes, but is not an end).
+        assert!(!builder_ended(&exit[..exit.len() - 1]));
     }
 
     #[test]
