@@ -316,13 +316,13 @@ fn collect_paths(
     conn: &Connection,
     db: &Path,
     sql: &str,
-    id: i64,
+    params: impl rusqlite::Params,
 ) -> Result<BTreeSet<StorePath>, StoreError> {
     let mut stmt = conn
         .prepare_cached(sql)
         .map_err(err(db, "reading references"))?;
     let rows = stmt
-        .query_map([id], |r| r.get::<_, String>(0))
+        .query_map(params, |r| r.get::<_, String>(0))
         .map_err(err(db, "reading references"))?;
     let mut out = BTreeSet::new();
     for row in rows {
@@ -330,6 +330,29 @@ fn collect_paths(
         out.insert(parse_path("path", &s)?);
     }
     Ok(out)
+}
+
+/// The closure of the paths with row ids `ids`: those paths and every path they refer
+/// to, directly or not. One recursive query: walking it path by path took two queries
+/// per path, a tenth of a millisecond per build for the 50th build of a chain.
+pub fn closure_of(
+    conn: &Connection,
+    db: &Path,
+    ids: &[i64],
+) -> Result<BTreeSet<StorePath>, StoreError> {
+    let list = format!(
+        "[{}]",
+        ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",")
+    );
+    collect_paths(
+        conn,
+        db,
+        "WITH RECURSIVE c(id) AS (\
+             SELECT value FROM json_each(?1) \
+             UNION SELECT r.reference FROM refs r JOIN c ON r.referrer = c.id) \
+         SELECT v.path FROM c JOIN valid_paths v ON v.id = c.id",
+        [list],
+    )
 }
 
 /// The references of the path with row id `id`.
@@ -342,7 +365,7 @@ pub fn references_of(
         conn,
         db,
         "SELECT v.path FROM refs r JOIN valid_paths v ON v.id = r.reference WHERE r.referrer = ?1",
-        id,
+        [id],
     )
 }
 
@@ -357,7 +380,7 @@ pub fn referrers_of(
         conn,
         db,
         "SELECT v.path FROM refs r JOIN valid_paths v ON v.id = r.referrer WHERE r.reference = ?1",
-        id,
+        [id],
     )
 }
 

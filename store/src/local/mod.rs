@@ -309,21 +309,11 @@ impl LocalStore {
     /// `paths` and everything they refer to, directly or not. Fails if one is not valid.
     pub fn closure(&self, paths: &[StorePath]) -> Result<BTreeSet<StorePath>, StoreError> {
         self.with_read(|c, d| {
-            let mut seen = BTreeSet::new();
-            let mut todo: Vec<StorePath> = paths.to_vec();
-            while let Some(p) = todo.pop() {
-                if seen.contains(&p) {
-                    continue;
-                }
-                let id = db::path_id(c, d, &p)?.ok_or_else(|| self.not_valid(&p))?;
-                todo.extend(
-                    db::references_of(c, d, id)?
-                        .into_iter()
-                        .filter(|r| !seen.contains(r)),
-                );
-                seen.insert(p);
-            }
-            Ok(seen)
+            let ids = paths
+                .iter()
+                .map(|p| db::path_id(c, d, p)?.ok_or_else(|| self.not_valid(p)))
+                .collect::<Result<Vec<i64>, _>>()?;
+            db::closure_of(c, d, &ids)
         })
     }
 

@@ -200,6 +200,37 @@ fn text_objects_record_references_closure_and_referrers() {
     assert_eq!(s.path_info(&ghost).expect("info"), None);
 }
 
+/// The closure of several paths at once: shared parts once, starting paths that are
+/// in another's closure, the same path twice, none at all, a deep chain.
+#[test]
+fn closure_of_several_paths_is_the_union_of_their_closures() {
+    let (_tmp, s) = store();
+    let a = s.add_text("a", b"a", &set(&[])).expect("a");
+    let b = s.add_text("b", b"b uses a", &set(&[&a])).expect("b");
+    let c = s.add_text("c", b"c uses a b", &set(&[&a, &b])).expect("c");
+    let d = s.add_text("d", b"d", &set(&[])).expect("d");
+    let mut chain = vec![d.clone()];
+    for i in 0..60 {
+        let prev = chain.last().expect("one").clone();
+        let next = s
+            .add_text(&format!("l{i}"), format!("l{i}").as_bytes(), &set(&[&prev]))
+            .expect("link");
+        chain.push(next);
+    }
+    assert_eq!(
+        s.closure(&[c.clone(), d.clone(), a.clone(), c.clone()])
+            .expect("closure"),
+        set(&[&a, &b, &c, &d])
+    );
+    assert_eq!(s.closure(&[]).expect("closure"), set(&[]));
+    let top = chain.last().expect("top").clone();
+    let all: BTreeSet<StorePath> = chain.iter().cloned().collect();
+    assert_eq!(s.closure(std::slice::from_ref(&top)).expect("closure"), all);
+    let mut with_b = all.clone();
+    with_b.extend([a.clone(), b.clone()]);
+    assert_eq!(s.closure(&[b, top]).expect("closure"), with_b);
+}
+
 #[test]
 fn texts_added_together_are_the_texts_added_one_by_one() {
     let (tmp, s) = store();
