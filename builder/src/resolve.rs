@@ -50,27 +50,84 @@ use rocmx_store::{Derivation, StorePath, StorePathError};
 /// per pair and string made this a fifth of planning `.#pytorch-rocm`, whose setup
 /// scripts are long and whose derivations have dozens of inputs. No `to` contains a
 /// `from` (placeholders are hashes nothing realised can contain), so replacing them
-/// all at once is the same as replacing them one after the other.
+/// all at once is the same as replacing them one after the other. With at most
+/// [`FEW_PAIRS`] pairs (most derivations: an output or two, a few inputs) each is
+/// searched for on its own instead: building the automaton cost more than the
+/// searches (a fifth of the main thread's time per build in a chain of trivial builds).
 pub fn substitute(drv: &mut Derivation, pairs: &[(String, String)]) {
     if pairs.is_empty() {
         return;
     }
-    let ac = aho_corasick::AhoCorasick::builder()
-        .match_kind(aho_corasick::MatchKind::LeftmostLongest)
-        // Built once per derivation and run over a few kilobytes: a DFA's
-        // construction would cost more than the search saves.
-        .kind(Some(aho_corasick::AhoCorasickKind::ContiguousNFA))
-        .build(pairs.iter().map(|(from, _)| from.as_bytes()))
-        .expect("a few hundred store paths fit any automaton");
-    let tos: Vec<&str> = pairs.iter().map(|(_, to)| to.as_str()).collect();
-    let apply = |s: &mut String| {
-        if ac.is_match(s.as_str()) {
-            *s = ac.replace_all(s, &tos);
-        }
+    let mut apply: Box<dyn FnMut(&mut String)> = if pairs.len() <= FEW_PAIRS {
+        let finders: Vec<memchr::memmem::Finder<'_>> = pairs
+            .iter()
+            .map(|(from, _)| memchr::memmem::Finder::new(from.as_bytes()))
+            .collect();
+        Box::new(move |s: &mut String| {
+            if let Some(r) = replace_few(s, pairs, &finders) {
+                *s = r;
+            }
+        })
+    } else {
+        let ac = aho_corasick::AhoCorasick::builder()
+            .match_kind(aho_corasick::MatchKind::LeftmostLongest)
+            // Built once per derivation and run over a few kilobytes: a DFA's
+            // construction would cost more than the search saves.
+            .kind(Some(aho_corasick::AhoCorasickKind::ContiguousNFA))
+            .build(pairs.iter().map(|(from, _)| from.as_bytes()))
+            .expect("a few hundred store paths fit any automaton");
+        let tos: Vec<&str> = pairs.iter().map(|(_, to)| to.as_str()).collect();
+        Box::new(move |s: &mut String| {
+            if ac.is_match(s.as_str()) {
+                *s = ac.replace_all(s, &tos);
+            }
+        })
     };
     apply(&mut drv.builder);
-    drv.args.iter_mut().for_each(apply);
-    drv.env.values_mut().for_each(apply);
+    drv.args.iter_mut().for_each(&mut apply);
+    drv.env.values_mut().for_each(&mut apply);
+}
+
+/// Up to how many pairs [`substitute`] searches for each on its own.
+const FEW_PAIRS: usize = 8;
+
+/// `s` with every pair's `from` replaced by its `to`, leftmost first and, of those
+/// starting at the same place, the longest (Aho-Corasick's leftmost-longest); `None`
+/// when there is none. `finders[i]` searches for `pairs[i].0`.
+fn replace_few(
+    s: &str,
+    pairs: &[(String, String)],
+    finders: &[memchr::memmem::Finder<'_>],
+) -> Option<String> {
+    let bytes = s.as_bytes();
+    // Where each `from` occurs next, at or after `pos`.
+    let mut next: Vec<Option<usize>> = finders.iter().map(|f| f.find(bytes)).collect();
+    if next.iter().all(Option::is_none) {
+        return None;
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut pos = 0;
+    loop {
+        let best = next
+            .iter()
+            .enumerate()
+            .filter_map(|(i, n)| n.map(|at| (at, i)))
+            .min_by(|a, b| {
+                a.0.cmp(&b.0)
+                    .then(pairs[b.1].0.len().cmp(&pairs[a.1].0.len()))
+            });
+        let Some((at, i)) = best else { break };
+        out.push_str(&s[pos..at]);
+        out.push_str(&pairs[i].1);
+        pos = at + pairs[i].0.len();
+        for (n, f) in next.iter_mut().zip(finders) {
+            if n.is_some_and(|at| at < pos) {
+                *n = f.find(&bytes[pos..]).map(|at| at + pos);
+            }
+        }
+    }
+    out.push_str(&s[pos..]);
+    Some(out)
 }
 
 /// An input derivation as resolution needs it: its name and where its outputs went.
@@ -229,5 +286,64 @@ mod tests {
         assert_eq!(d.args, ["/2222:/1111:/2222", "nothing here"]);
         assert_eq!(d.env["x"], "a /3333-dev/include b /1111/lib");
         assert_eq!(d.env["y"], "/AAA/BBB");
+    }
+
+    /// A few pairs are searched for one by one, more with one automaton: both give
+    /// the same strings (leftmost-longest, non-overlapping), whatever the pairs' order.
+    #[test]
+    fn few_pairs_and_many_pairs_replace_alike() {
+        // Strings over a small alphabet, so that `from`s overlap, nest and repeat.
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut rand = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        fn word(rand: &mut impl FnMut(u64) -> u64, len: u64) -> String {
+            (0..len)
+                .map(|_| ["a", "b", "/"][rand(3) as usize])
+                .collect()
+        }
+        for round in 0..300 {
+            let n = 1 + round % FEW_PAIRS;
+            let mut pairs: Vec<(String, String)> = Vec::new();
+            while pairs.len() < n {
+                let len = 1 + rand(3);
+                let from = format!("/{}", word(&mut rand, len));
+                if pairs.iter().all(|(f, _)| *f != from) {
+                    let to = format!("<{}>", pairs.len());
+                    pairs.push((from, to));
+                }
+            }
+            let len = rand(40);
+            let s = word(&mut rand, len);
+            let one_by_one = {
+                let finders: Vec<_> = pairs
+                    .iter()
+                    .map(|(f, _)| memchr::memmem::Finder::new(f.as_bytes()))
+                    .collect();
+                replace_few(&s, &pairs, &finders).unwrap_or_else(|| s.clone())
+            };
+            let automaton = aho_corasick::AhoCorasick::builder()
+                .match_kind(aho_corasick::MatchKind::LeftmostLongest)
+                .build(pairs.iter().map(|(f, _)| f.as_bytes()))
+                .unwrap()
+                .replace_all(
+                    &s,
+                    &pairs.iter().map(|(_, t)| t.as_str()).collect::<Vec<_>>(),
+                );
+            assert_eq!(one_by_one, automaton, "{s:?} with {pairs:?}");
+        }
+        // Past FEW_PAIRS, through `substitute` itself.
+        let pairs: Vec<(String, String)> = (0..FEW_PAIRS + 1)
+            .map(|i| (format!("/P{i}/"), format!("/R{i}/")))
+            .collect();
+        let mut d = Derivation {
+            builder: "/P0/x/P8/".into(),
+            ..Derivation::default()
+        };
+        substitute(&mut d, &pairs);
+        assert_eq!(d.builder, "/R0/x/R8/");
     }
 }

@@ -778,14 +778,16 @@ pub(super) fn build(pi: &PlanInput<'_>) -> Result<Vec<PlannedAction>, SandboxErr
         .filter(|(_, _, k)| matches!(k, InputKind::Dir | InputKind::File))
         .filter_map(|(src, _, _)| src.parent())
         .collect();
-    let taken = |name: &str| {
-        pi.inputs
-            .iter()
-            .map(|(_, i, _)| i.as_path())
-            .chain([pi.output_inside])
-            .any(|i| first_component(i) == name)
-            || rootfs_names.contains(name)
-    };
+    // Top-level names of the inputs and the output, gathered once: `taken` is asked a
+    // few times per build, and a chain's later builds have ~50 inputs.
+    let firsts: HashSet<String> = pi
+        .inputs
+        .iter()
+        .map(|(_, i, _)| i.as_path())
+        .chain([pi.output_inside])
+        .map(first_component)
+        .collect();
+    let taken = |name: &str| firsts.contains(name) || rootfs_names.contains(name);
     let mut hidden: Vec<(PathBuf, PathBuf)> = Vec::new(); // (host dir, inside mount point)
     let empty = Path::new("/").join(EMPTY_DIR);
     let use_empty = (!groups.is_empty() || pi.work_dirs.is_some()) && !taken(EMPTY_DIR);
@@ -1005,11 +1007,8 @@ pub(super) fn build(pi: &PlanInput<'_>) -> Result<Vec<PlannedAction>, SandboxErr
     for (src, inside, kind) in &pi.inputs {
         targets.push((src.clone(), inside.clone(), Some(kind.clone())));
     }
-    targets.sort_by(|a, b| {
-        let da = a.1.components().count();
-        let db = b.1.components().count();
-        da.cmp(&db).then_with(|| a.1.cmp(&b.1))
-    });
+    // By depth, then path: each path's components counted once, not per comparison.
+    targets.sort_by_cached_key(|t| (t.1.components().count(), t.1.clone()));
     // File inputs directly in the output's directory (store paths, typically) get hard
     // links to one empty file as mount points: that directory is on the host's disk.
     let linked = pi
