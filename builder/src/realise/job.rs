@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rocmx_store::derivation::output_path_name;
+use rocmx_store::local::BuiltOutput;
 use rocmx_store::tree::remove_tree;
 use rocmx_store::{ContentAddress, Derivation, DerivationOutput, LocalStore, StorePath};
 
@@ -613,19 +614,23 @@ fn finish_fixed(
         });
     }
     if job.check.is_none() {
-        ctx.store.register_built(
+        ctx.store.register_built_output(
             &out.host,
             path,
             &BTreeSet::new(),
             c.nar_hash,
             c.nar_size,
-            Some(drv),
             Some(&ContentAddress::Fixed {
                 method: *method,
                 hash: *hash,
             }),
+            &BuiltOutput {
+                drv,
+                drv_hash: &job.key,
+                output: &out.name,
+                realise: false,
+            },
         )?;
-        ctx.store.add_derivation_output(drv, &out.name, path)?;
     }
     Ok([(out.name.clone(), path.clone())].into_iter().collect())
 }
@@ -672,19 +677,25 @@ fn finish_floating(
             // Left for the build directory's cleanup if it fails.
             let _ = remove_tree(host);
             store.add_temp_root(&p.path)?;
+            // A rebuild that gave other bytes keeps the first realisation.
+            store.record_built_output(drv, &job.key, &o, &p.path, &[], true)?;
         } else {
-            store.register_built(
+            // Registered with its realisation and the derivation's output: one commit.
+            store.register_built_output(
                 host,
                 &p.path,
                 &p.references,
                 p.nar_hash,
                 p.nar_size,
-                Some(drv),
                 Some(&p.ca),
+                &BuiltOutput {
+                    drv,
+                    drv_hash: &job.key,
+                    output: &o,
+                    realise: true,
+                },
             )?;
         }
-        // A rebuild that gave other bytes keeps the first realisation.
-        store.record_built_output(drv, &job.key, &o, &p.path, &[], true)?;
         result.insert(o, p.path);
     }
     Ok(result)

@@ -66,6 +66,22 @@ pub(super) struct Install<'a> {
     pub(super) ca: Option<String>,
     /// Outputs to record when `path` is a derivation.
     pub(super) drv_outputs: Vec<(String, StorePath)>,
+    /// What to record, in the same transaction, when `path` is a build's output.
+    pub(super) built: Option<&'a BuiltOutput<'a>>,
+}
+
+/// A build's output, as [`LocalStore::register_built_output`] records it together with
+/// the path: the derivation's output `output` is the path and, when `realise`, so is
+/// the realisation of `output` under `drv_hash` (unless one points elsewhere already,
+/// which is kept: a rebuild that gave other bytes does not replace the first result).
+pub struct BuiltOutput<'a> {
+    /// The derivation (valid), also the path's deriver.
+    pub drv: &'a StorePath,
+    /// The key of its realisations (its resolved hash).
+    pub drv_hash: &'a str,
+    pub output: &'a str,
+    /// False for a fixed output, which has no realisation.
+    pub realise: bool,
 }
 
 /// A text to add: its path and what registering it records.
@@ -118,6 +134,7 @@ impl<'a> NewText<'a> {
             deriver: None,
             ca: Some(self.ca.clone()),
             drv_outputs: self.drv_outputs.clone(),
+            built: None,
         }
     }
 
@@ -274,6 +291,9 @@ impl LocalStore {
             for (out, path) in &inst.drv_outputs {
                 db::add_derivation_output(c, d, id, out, path)?;
             }
+            if let Some(b) = inst.built {
+                self.record_output_in(c, d, b, p)?;
+            }
             Ok(())
         });
         if let Err(e) = registered {
@@ -306,6 +326,7 @@ impl LocalStore {
             deriver: None,
             ca: Some(ca_string(&ca)),
             drv_outputs: Vec::new(),
+            built: None,
         };
         self.install(
             inst,
@@ -352,6 +373,7 @@ impl LocalStore {
                     deriver: None,
                     ca: Some(ca_string(&ca)),
                     drv_outputs: Vec::new(),
+                    built: None,
                 };
                 self.install(
                     inst,
@@ -406,6 +428,7 @@ impl LocalStore {
                     deriver: None,
                     ca: Some(ca_string(&ca)),
                     drv_outputs: Vec::new(),
+                    built: None,
                 };
                 self.install(inst, Content::Premade(&content))?;
                 Ok((path, hash))
@@ -587,6 +610,7 @@ impl LocalStore {
             deriver,
             ca: Some(ca_string(&ca)),
             drv_outputs: Vec::new(),
+            built: None,
         };
         self.install(inst, Content::Premade(&content))?;
         Ok(path)
@@ -608,6 +632,71 @@ impl LocalStore {
         deriver: Option<&StorePath>,
         ca: Option<&ContentAddress>,
     ) -> Result<(), StoreError> {
+        self.install_built(
+            scratch_dir,
+            final_path,
+            refs,
+            nar_hash,
+            nar_size,
+            deriver,
+            ca,
+            None,
+        )
+        .map(|_| ())
+    }
+
+    /// [`Self::register_built`] for the output of a build of `built.drv` (its deriver),
+    /// recording in the same write transaction the derivation's output and the
+    /// realisation (see [`BuiltOutput`]): a build's result is registered with one commit,
+    /// and none of the three records exists without the others. When `final_path` was
+    /// valid already, only the derivation's output and the realisation are recorded.
+    #[allow(clippy::too_many_arguments)]
+    pub fn register_built_output(
+        &self,
+        scratch_dir: &Path,
+        final_path: &StorePath,
+        refs: &BTreeSet<StorePath>,
+        nar_hash: Hash,
+        nar_size: u64,
+        ca: Option<&ContentAddress>,
+        built: &BuiltOutput<'_>,
+    ) -> Result<(), StoreError> {
+        let installed = self.install_built(
+            scratch_dir,
+            final_path,
+            refs,
+            nar_hash,
+            nar_size,
+            Some(built.drv),
+            ca,
+            Some(built),
+        )?;
+        if !installed {
+            self.record_built_output(
+                built.drv,
+                built.drv_hash,
+                built.output,
+                final_path,
+                &[],
+                built.realise,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// What both registrations of a build result do; whether this call installed it.
+    #[allow(clippy::too_many_arguments)]
+    fn install_built(
+        &self,
+        scratch_dir: &Path,
+        final_path: &StorePath,
+        refs: &BTreeSet<StorePath>,
+        nar_hash: Hash,
+        nar_size: u64,
+        deriver: Option<&StorePath>,
+        ca: Option<&ContentAddress>,
+        built: Option<&BuiltOutput<'_>>,
+    ) -> Result<bool, StoreError> {
         if nar_hash.algo() != HashAlgo::Blake3 {
             return Err(StoreError::NotBlake3 {
                 what: "the NAR hash of a build result",
@@ -629,14 +718,16 @@ impl LocalStore {
             deriver,
             ca: ca.map(ca_string),
             drv_outputs: Vec::new(),
+            built,
         };
         // The scratch tree is renamed straight into place (it is normally on the store's
         // filesystem, in the state directory); the path's lock covers it from there
         // until it is registered.
-        if !self.install(inst, Content::Premade(scratch_dir))? {
+        let installed = self.install(inst, Content::Premade(scratch_dir))?;
+        if !installed {
             fsutil::remove_tree(scratch_dir)?;
         }
-        Ok(())
+        Ok(installed)
     }
 }
 

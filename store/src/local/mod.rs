@@ -68,7 +68,7 @@ mod verify;
 #[cfg(test)]
 mod tests;
 
-pub use add::{ca_string, NarCa};
+pub use add::{ca_string, BuiltOutput, NarCa};
 pub use db::SCHEMA_VERSION;
 pub use error::StoreError;
 pub use fsutil::normalise_tree;
@@ -460,19 +460,45 @@ impl LocalStore {
         realise: bool,
     ) -> Result<(), StoreError> {
         self.with_tx(|c, d| {
-            if realise {
-                // `add_realisation` reads the existing record itself, and refuses
-                // another path before writing anything: that one is kept.
-                match db::add_realisation(c, d, drv_hash, output, path, &self.root, signatures) {
-                    Ok(()) | Err(StoreError::RealisationConflict { .. }) => {}
-                    Err(e) => return Err(e),
-                }
-            }
-            // Already in a write transaction: recording the same output again is a
-            // harmless replace, so no read first (unlike `add_derivation_output`).
-            let id = db::path_id(c, d, drv)?.ok_or_else(|| self.not_valid(drv))?;
-            db::add_derivation_output(c, d, id, output, path)
+            self.record_output_signed(c, d, drv, drv_hash, output, path, signatures, realise)
         })
+    }
+
+    /// The records of [`Self::record_built_output`], in the caller's write transaction.
+    pub(crate) fn record_output_in(
+        &self,
+        c: &Connection,
+        d: &Path,
+        b: &BuiltOutput<'_>,
+        path: &StorePath,
+    ) -> Result<(), StoreError> {
+        self.record_output_signed(c, d, b.drv, b.drv_hash, b.output, path, &[], b.realise)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn record_output_signed(
+        &self,
+        c: &Connection,
+        d: &Path,
+        drv: &StorePath,
+        drv_hash: &str,
+        output: &str,
+        path: &StorePath,
+        signatures: &[String],
+        realise: bool,
+    ) -> Result<(), StoreError> {
+        if realise {
+            // `add_realisation` reads the existing record itself, and refuses another
+            // path before writing anything: that one is kept.
+            match db::add_realisation(c, d, drv_hash, output, path, &self.root, signatures) {
+                Ok(()) | Err(StoreError::RealisationConflict { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        // Already in a write transaction: recording the same output again is a harmless
+        // replace, so no read first (unlike `add_derivation_output`).
+        let id = db::path_id(c, d, drv)?.ok_or_else(|| self.not_valid(drv))?;
+        db::add_derivation_output(c, d, id, output, path)
     }
 
     /// The recorded outputs of the valid derivation `drv`.

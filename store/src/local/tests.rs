@@ -1011,3 +1011,94 @@ fn a_build_records_its_realisation_and_derivation_output_together() {
     assert!(matches!(e, StoreError::NotValid { .. }), "{e}");
     assert_eq!(s.query_realisation("h3", "out").expect("q"), None);
 }
+
+/// A build's output registered with its realisation and the derivation's output in one
+/// transaction: all three recorded; with a derivation that is not valid, none (the path
+/// is not registered either, and its tree is gone); a path that is valid already gets
+/// the two records only; a fixed output gets no realisation.
+#[test]
+fn a_built_output_is_registered_with_its_records_or_not_at_all() {
+    let (tmp, s) = store();
+    let (drv, _, _) = drv_and_two_paths(&s);
+    let scratch = |name: &str, text: &str| {
+        let dir = tmp.path().join(name);
+        fs::create_dir(&dir).expect("mkdir");
+        fs::write(dir.join("f"), text).expect("write");
+        normalise_tree(&dir).expect("normalise");
+        let (h, n) = nar::hash_path(&dir, HashAlgo::Blake3).expect("hash");
+        (dir, h, n)
+    };
+    let out: StorePath = "/rocmx/store/00bgd045z0d4icpbc2yyz4gx48ak44la-out"
+        .parse()
+        .expect("p");
+    let built = |drv: &StorePath, hash: &str, realise: bool| -> (StorePath, String, bool) {
+        (drv.clone(), hash.to_string(), realise)
+    };
+    let register = |dir: &Path, h, n, path: &StorePath, b: &(StorePath, String, bool)| {
+        s.register_built_output(
+            dir,
+            path,
+            &BTreeSet::new(),
+            h,
+            n,
+            None,
+            &BuiltOutput {
+                drv: &b.0,
+                drv_hash: &b.1,
+                output: "out",
+                realise: b.2,
+            },
+        )
+    };
+
+    // A derivation that is not valid: nothing at all.
+    let gone = s
+        .add_text("gone.drv", b"Derive([1])", &BTreeSet::new())
+        .expect("gone");
+    s.delete(std::slice::from_ref(&gone)).expect("delete");
+    let (dir, h, n) = scratch("one", "1");
+    let e = register(&dir, h, n, &out, &built(&gone, "h0", true)).expect_err("not valid");
+    assert!(matches!(e, StoreError::NotValid { .. }), "{e}");
+    assert_eq!(s.path_info(&out).expect("info"), None);
+    assert!(!s.real_path(&out).exists());
+    assert_eq!(s.query_realisation("h0", "out").expect("q"), None);
+
+    // All three.
+    let (dir, h, n) = scratch("two", "2");
+    register(&dir, h, n, &out, &built(&drv, "h1", true)).expect("register");
+    assert!(!dir.exists());
+    assert_eq!(
+        s.path_info(&out).expect("info").expect("valid").deriver,
+        Some(drv.clone())
+    );
+    assert_eq!(
+        s.query_realisation("h1", "out").expect("q"),
+        Some(out.clone())
+    );
+    assert_eq!(
+        s.derivation_outputs(&drv).expect("outputs").get("out"),
+        Some(&out)
+    );
+
+    // Valid already (another key gave the same path): the records, the copy removed.
+    let (dir, h, n) = scratch("three", "2");
+    register(&dir, h, n, &out, &built(&drv, "h2", true)).expect("again");
+    assert!(!dir.exists());
+    assert_eq!(
+        s.query_realisation("h2", "out").expect("q"),
+        Some(out.clone())
+    );
+
+    // A fixed output: no realisation, the derivation's output recorded.
+    let fixed: StorePath = "/rocmx/store/11bgd045z0d4icpbc2yyz4gx48ak44la-fixed"
+        .parse()
+        .expect("p");
+    let (dir, h, n) = scratch("four", "4");
+    register(&dir, h, n, &fixed, &built(&drv, "h3", false)).expect("fixed");
+    assert_eq!(s.query_realisation("h3", "out").expect("q"), None);
+    assert_eq!(
+        s.derivation_outputs(&drv).expect("outputs").get("out"),
+        Some(&fixed)
+    );
+    assert_eq!(s.verify(true, false).expect("verify").problems, vec![]);
+}
