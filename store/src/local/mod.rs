@@ -37,9 +37,11 @@
 //! # Crash safety
 //!
 //! Content is created in a scratch directory (a scratch file for a text) inside
-//! `<root>/store` — a build result is already on disk, in the state directory — made
-//! durable (`fsync` per file, or `syncfs` for big trees), renamed to its final name, the
-//! store directory is synced, and only then is the path registered, in one transaction. A
+//! `<root>/store`, made durable (`fsync` per file, or `syncfs` for big trees), renamed
+//! to its final name, the store directory is synced, and only then is the path
+//! registered, in one transaction. A build result is already on disk, in the state
+//! directory: it is renamed to its final name first, then one `syncfs` makes its
+//! contents and its name durable before it is registered. A
 //! crash leaves at worst a scratch entry or an unregistered entry: neither is ever
 //! reported valid, the next add of that path replaces it, and `gc` or `verify --repair`
 //! removes it. Deleting goes the other way: rows first, then content.

@@ -1102,3 +1102,28 @@ fn a_built_output_is_registered_with_its_records_or_not_at_all() {
     );
     assert_eq!(s.verify(true, false).expect("verify").problems, vec![]);
 }
+
+/// A build result is renamed to its final name before the `syncfs` that makes it
+/// durable, then registered: a crash in between leaves an unregistered entry there
+/// (here: other bytes), which is never valid and which the next registration replaces.
+#[test]
+fn a_build_result_left_unregistered_at_its_name_is_replaced() {
+    let (tmp, s) = store();
+    let out: StorePath = "/rocmx/store/00bgd045z0d4icpbc2yyz4gx48ak44la-out"
+        .parse()
+        .expect("p");
+    let real = s.real_path(&out);
+    fs::create_dir(&real).expect("leftover");
+    fs::write(real.join("f"), "half").expect("write");
+    assert_eq!(s.path_info(&out).expect("info"), None);
+    let scratch = tmp.path().join("result");
+    fs::create_dir(&scratch).expect("mkdir");
+    fs::write(scratch.join("f"), "whole").expect("write");
+    normalise_tree(&scratch).expect("normalise");
+    let (h, n) = nar::hash_path(&scratch, HashAlgo::Blake3).expect("hash");
+    s.register_built(&scratch, &out, &BTreeSet::new(), h, n, None, None)
+        .expect("register");
+    assert_eq!(fs::read(real.join("f")).expect("read"), b"whole");
+    assert!(!scratch.exists());
+    assert_eq!(s.verify(true, false).expect("verify").problems, vec![]);
+}
