@@ -313,7 +313,7 @@ impl LocalStore {
                 db::add_derivation_output(c, d, id, out, path)?;
             }
             if let Some(b) = inst.built {
-                self.record_output_in(c, d, b, p)?;
+                self.record_output_in(c, d, b, p, &[])?;
             }
             Ok(())
         });

@@ -461,9 +461,13 @@ impl LocalStore {
         signatures: &[String],
         realise: bool,
     ) -> Result<(), StoreError> {
-        self.with_tx(|c, d| {
-            self.record_output_signed(c, d, drv, drv_hash, output, path, signatures, realise)
-        })
+        let b = BuiltOutput {
+            drv,
+            drv_hash,
+            output,
+            realise,
+        };
+        self.with_tx(|c, d| self.record_output_in(c, d, &b, path, signatures))
     }
 
     /// The records of [`Self::record_built_output`], in the caller's write transaction.
@@ -473,22 +477,14 @@ impl LocalStore {
         d: &Path,
         b: &BuiltOutput<'_>,
         path: &StorePath,
-    ) -> Result<(), StoreError> {
-        self.record_output_signed(c, d, b.drv, b.drv_hash, b.output, path, &[], b.realise)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn record_output_signed(
-        &self,
-        c: &Connection,
-        d: &Path,
-        drv: &StorePath,
-        drv_hash: &str,
-        output: &str,
-        path: &StorePath,
         signatures: &[String],
-        realise: bool,
     ) -> Result<(), StoreError> {
+        let BuiltOutput {
+            drv,
+            drv_hash,
+            output,
+            realise,
+        } = *b;
         if realise {
             // `add_realisation` reads the existing record itself, and refuses another
             // path before writing anything: that one is kept.
