@@ -31,8 +31,8 @@
 //!    outputs may use it.
 //! 5. Post-process: normalise, scan references (input closure, scratch paths), hash
 //!    modulo self-references, final path `StorePath::from_ca(name, Output{…})`, rewrite
-//!    self-references, register (`register_built`), record the realisation and the
-//!    derivation output. Outputs that refer to siblings are processed after them
+//!    self-references, register with the realisation and the derivation output in one
+//!    transaction (`register_built_output`). Outputs that refer to siblings are processed after them
 //!    ([`crate::output::process_floating_set`]). Fixed outputs: check the declared hash
 //!    (flat file or NAR) and that they have no references; register at the fixed path.
 //!

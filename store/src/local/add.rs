@@ -86,8 +86,9 @@ pub struct BuiltOutput<'a> {
 
 /// What [`LocalStore::install`] still syncs once the content is at its final name.
 enum Durable {
-    /// The content was made durable before it was renamed: the store directory's entry.
-    DirEntry,
+    /// The content was made durable before it was renamed: the store directory's entry
+    /// and, when `dir`, the placed directory itself (what [`place`] changed).
+    DirEntry { dir: bool },
     /// Nothing was synced yet: the whole filesystem (`syncfs`), contents and name.
     Filesystem,
 }
@@ -173,10 +174,10 @@ pub(super) enum Content<'a> {
     Premade(&'a Path),
 }
 
-/// Renames the durable, normalised content `c` to `real` and makes what the rename
-/// changed durable too (a directory's own mode, times and `..`). The caller syncs the
-/// store directory.
-fn place(c: &Path, real: &Path) -> Result<(), StoreError> {
+/// Renames the normalised content `c` to `real`; gives whether it is a directory, whose
+/// own mode, times and `..` the rename changed: the caller makes those durable too
+/// (see [`Durable`]).
+fn place(c: &Path, real: &Path) -> Result<bool, StoreError> {
     let is_dir = fs::symlink_metadata(c)
         .map_err(StoreError::io("reading", c))?
         .is_dir();
@@ -193,9 +194,8 @@ fn place(c: &Path, real: &Path) -> Result<(), StoreError> {
     if is_dir {
         fsutil::chmod(real, fsutil::EXEC_MODE)?;
         fsutil::set_canonical_times(real)?;
-        fsutil::fsync_dir(real)?;
     }
-    Ok(())
+    Ok(is_dir)
 }
 
 impl LocalStore {
@@ -241,9 +241,8 @@ impl LocalStore {
         let real = self.real_path(p);
         // Not valid, and we hold its lock: whatever is there is a crash leftover.
         fsutil::remove_tree(&real)?;
-        // How the entry in the store directory is made durable once it is there.
-        let mut durable = Durable::DirEntry;
-        match content {
+        // What is left to make durable once the content is at its final name.
+        let durable = match content {
             Content::Text(text) => {
                 // One scratch file, written, made durable and renamed: no directory.
                 let tmp = TempFile::new(&self.store_dir)?;
@@ -251,13 +250,16 @@ impl LocalStore {
                 tmp.sync()?;
                 fs::rename(tmp.path(), &real)
                     .map_err(StoreError::io("renaming into place", &real))?;
+                Durable::DirEntry { dir: false }
             }
             Content::Produce(produce) => {
                 let tmp = TempDir::new(&self.store_dir)?;
                 let c = tmp.path().join("content");
                 produce(&c)?;
                 fsutil::sync_tree(&c)?;
-                place(&c, &real)?;
+                Durable::DirEntry {
+                    dir: place(&c, &real)?,
+                }
             }
             Content::Premade(c) => {
                 // A build's result, on the store's filesystem: renamed first, then one
@@ -278,22 +280,29 @@ impl LocalStore {
                         let scanned = ingest::scan(c)?;
                         ingest::materialise(c, &scanned, &copy)?;
                         fsutil::sync_tree(&copy)?;
-                        place(&copy, &real)?;
+                        let dir = place(&copy, &real)?;
                         fsutil::remove_tree(c)?;
+                        Durable::DirEntry { dir }
                     }
+                    // `syncfs` covers the directory's own changes too.
                     other => {
                         other?;
-                        durable = Durable::Filesystem;
+                        Durable::Filesystem
                     }
                 }
             }
-        }
+        };
         if let Some(owner) = super::owner::foreign_owner(&self.root) {
             // Root adding to another user's store: the owner must be able to delete it.
             crate::tree::chown_tree(&real, owner, "giving to the store's owner")?;
         }
         match durable {
-            Durable::DirEntry => fsutil::fsync_dir(&self.store_dir)?,
+            Durable::DirEntry { dir } => {
+                if dir {
+                    fsutil::fsync_dir(&real)?;
+                }
+                fsutil::fsync_dir(&self.store_dir)?;
+            }
             Durable::Filesystem => fsutil::syncfs(&self.store_dir)?,
         }
         let registered = self.with_tx(|c, d| {
