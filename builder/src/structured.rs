@@ -227,6 +227,17 @@ impl Prepared {
     }
 }
 
+/// Whether a build of `d` reads what the store has registered about its inputs: it
+/// exports a references graph (the variable, or a key of structured attributes; the
+/// test on `__json` may say yes for a string that merely names the key). Such a build
+/// starts only once its inputs are registered, not merely at their final names.
+pub fn exports_references(d: &Derivation) -> bool {
+    d.env.contains_key("exportReferencesGraph")
+        || d.env
+            .get("__json")
+            .is_some_and(|j| j.contains("\"exportReferencesGraph\""))
+}
+
 /// The builder's environment and the files for `drv` (the derivation as run, see the
 /// module documentation), whose outputs are at `outputs` inside the sandbox and whose
 /// inputs are `inputs`.
@@ -499,6 +510,22 @@ mod tests {
             Value::Object(m) => m,
             _ => panic!("not an object"),
         }
+    }
+
+    #[test]
+    fn a_build_exporting_references_is_known_by_its_attributes() {
+        let with = |k: &str, v: &str| {
+            let mut d = Derivation::default();
+            d.env.insert(k.into(), v.into());
+            d
+        };
+        assert!(exports_references(&with("exportReferencesGraph", "g /x")));
+        assert!(exports_references(&with(
+            "__json",
+            r#"{"exportReferencesGraph":{"g":"/x"}}"#
+        )));
+        assert!(!exports_references(&with("__json", r#"{"name":"x"}"#)));
+        assert!(!exports_references(&with("name", "exportReferencesGraph")));
     }
 
     /// `a` refers to `b`; `b` to nothing.

@@ -246,6 +246,47 @@ fn chain_builds_in_order_with_references() {
     assert_eq!(r.built().len(), 3, "nothing built twice");
 }
 
+/// A build starts as soon as its input is at its final name, before that input is
+/// registered: its sandbox still gets the input's whole closure (each build here opens
+/// its input's own input, which only the input's references lead to), and every output
+/// is registered, after its references, by the time `realise` returns.
+#[test]
+fn builds_use_inputs_placed_before_their_commit() {
+    let Some(fx) = fixture() else { return };
+    // Output i: its name, then the path of output i - 1. Build i opens the path its
+    // input names (output i - 2), or fails with status 3.
+    let script = r#"if [ -n "$dep" ]; then { read n; read g; } < $dep; if [ -n "$g" ] && ! [ -e "$g" ]; then exit 3; fi; { read m; } < "${g:-$dep}"; fi; { echo $name; echo $dep; } > $out"#;
+    let mut drvs: Vec<StorePath> = Vec::new();
+    for i in 0..12 {
+        let name = format!("p{i}");
+        let d = match drvs.last() {
+            None => fx.drv(&name, script, &[("dep", "")], &[]),
+            Some(p) => fx.drv(&name, script, &[], &[(p, "dep")]),
+        };
+        drvs.push(d);
+    }
+    let mut r = Realiser::new(&fx.store, opts());
+    fx.realise_ok(&mut r, drvs.last().unwrap());
+    assert_eq!(r.built(), &drvs[..], "built in order, each once");
+    let mut prev: Option<StorePath> = None;
+    for d in &drvs {
+        let out = fx.realise_ok(&mut r, d).outputs["out"].clone();
+        assert!(
+            fx.store.path_info(&out).unwrap().is_some(),
+            "{out} is registered"
+        );
+        let want: BTreeSet<StorePath> = prev.iter().cloned().collect();
+        assert_eq!(refs(&fx, &out), want, "{out}'s references");
+        prev = Some(out);
+    }
+    let closure = fx.store.closure(&[prev.unwrap()]).unwrap();
+    assert_eq!(
+        closure.len(),
+        drvs.len(),
+        "the last output's closure is the chain"
+    );
+}
+
 #[test]
 fn self_reference_is_rewritten() {
     let Some(fx) = fixture() else { return };

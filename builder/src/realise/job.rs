@@ -1,10 +1,12 @@
 //! One build: run the builder of a resolved derivation, post-process its outputs and
-//! register them (or, for `--check`, compare them with the registered ones).
+//! place them at their final names (or, for `--check`, compare them with the registered
+//! ones); the scheduler registers what was placed ([`Finished::placed`]).
 //!
 //! Owns: [`Job`] (everything a build needs, owned, so that it can run on a worker
 //! thread) and [`run`]: the private build directory, the log, the sandbox or built-in
-//! builder, post-processing of every output ([`crate::output`]), registration, the
-//! realisation record, and the `--check` comparison.
+//! builder, post-processing of every output ([`crate::output`]), placing the outputs
+//! with the records their registration writes (realisation, derivation output), and
+//! the `--check` comparison.
 //!
 //! Must not: look at other derivations or decide what to build (the scheduler in
 //! [`super`] does); touch anything but its own build directory, its log and, through
@@ -19,7 +21,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rocmx_store::derivation::output_path_name;
-use rocmx_store::local::BuiltOutput;
+use rocmx_store::local::{BuiltOutput, BuiltPath, Placed};
 use rocmx_store::tree::remove_tree;
 use rocmx_store::{ContentAddress, Derivation, DerivationOutput, LocalStore, StorePath};
 
@@ -44,6 +46,30 @@ pub(super) struct Job {
     pub closure: BTreeSet<StorePath>,
     /// `--check`: the registered outputs to compare the new build with.
     pub check: Option<BTreeMap<String, StorePath>>,
+}
+
+/// What a finished build gives.
+pub(super) struct Finished {
+    /// Each output's store path.
+    pub outputs: BTreeMap<String, StorePath>,
+    /// The outputs at their final names, registered only once
+    /// [`LocalStore::commit_built`] is given this (`None`: nothing to register, or
+    /// registered already).
+    pub placed: Option<Placed>,
+    /// The references of each output in `placed`: what the closures of the builds that
+    /// depend on them are made of until the commit.
+    pub refs: Vec<(StorePath, BTreeSet<StorePath>)>,
+}
+
+impl Finished {
+    /// A result with nothing left to register.
+    pub(super) fn registered(outputs: BTreeMap<String, StorePath>) -> Finished {
+        Finished {
+            outputs,
+            placed: None,
+            refs: Vec::new(),
+        }
+    }
 }
 
 /// What a job shares with the scheduler.
@@ -246,8 +272,9 @@ struct Out {
     host: PathBuf,
 }
 
-/// Runs the job; gives each output's store path. See the module documentation.
-pub(super) fn run(ctx: &Ctx<'_>, job: Job) -> Result<BTreeMap<String, StorePath>, BuildError> {
+/// Runs the job; gives each output's store path and, unless `--check`, the placed outputs
+/// for the scheduler to commit. See the module documentation.
+pub(super) fn run(ctx: &Ctx<'_>, job: Job) -> Result<Finished, BuildError> {
     let drv = &job.drv;
     let bad = |reason: String| BuildError::BadDerivation {
         drv: drv.clone(),
@@ -587,12 +614,8 @@ fn out_err(drv: &StorePath, output: &str) -> impl FnOnce(OutputError) -> BuildEr
     }
 }
 
-/// Checks and registers the fixed output (or, for `--check`, only checks it).
-fn finish_fixed(
-    ctx: &Ctx<'_>,
-    job: &Job,
-    out: &Out,
-) -> Result<BTreeMap<String, StorePath>, BuildError> {
+/// Checks and places the fixed output (or, for `--check`, only checks it).
+fn finish_fixed(ctx: &Ctx<'_>, job: &Job, out: &Out) -> Result<Finished, BuildError> {
     let drv = &job.drv;
     let Some(DerivationOutput::Fixed { method, hash, path }) = job.resolved.outputs.get(&out.name)
     else {
@@ -613,34 +636,39 @@ fn finish_fixed(
             refs: c.references.into_iter().collect(),
         });
     }
-    if job.check.is_none() {
-        ctx.store.register_built_output(
-            &out.host,
-            path,
-            &BTreeSet::new(),
-            c.nar_hash,
-            c.nar_size,
-            Some(&ContentAddress::Fixed {
-                method: *method,
-                hash: *hash,
-            }),
-            &BuiltOutput {
-                drv,
-                drv_hash: &job.key,
-                output: &out.name,
-                realise: false,
-            },
-        )?;
+    let outputs: BTreeMap<String, StorePath> =
+        [(out.name.clone(), path.clone())].into_iter().collect();
+    if job.check.is_some() {
+        return Ok(Finished::registered(outputs));
     }
-    Ok([(out.name.clone(), path.clone())].into_iter().collect())
+    let none = BTreeSet::new();
+    let placed = ctx.store.place_built(&[BuiltPath {
+        scratch: &out.host,
+        path,
+        refs: &none,
+        nar_hash: c.nar_hash,
+        nar_size: c.nar_size,
+        deriver: Some(drv),
+        ca: Some(&ContentAddress::Fixed {
+            method: *method,
+            hash: *hash,
+        }),
+        built: Some(BuiltOutput {
+            drv,
+            drv_hash: &job.key,
+            output: &out.name,
+            realise: false,
+        }),
+    }])?;
+    Ok(Finished {
+        outputs,
+        placed: Some(placed),
+        refs: vec![(path.clone(), none)],
+    })
 }
 
-/// Post-processes, then registers (or compares, for `--check`) the floating outputs.
-fn finish_floating(
-    ctx: &Ctx<'_>,
-    job: &Job,
-    outs: &[Out],
-) -> Result<BTreeMap<String, StorePath>, BuildError> {
+/// Post-processes, then places (or compares, for `--check`) the floating outputs.
+fn finish_floating(ctx: &Ctx<'_>, job: &Job, outs: &[Out]) -> Result<Finished, BuildError> {
     let drv = &job.drv;
     let store = ctx.store;
     let check = job.check.as_ref();
@@ -664,41 +692,49 @@ fn finish_floating(
     .map_err(|(o, e)| out_err(drv, &o)(e))?;
 
     if let Some(existing) = check {
-        return compare(ctx, job, outs, &processed, existing);
+        return compare(ctx, job, outs, &processed, existing).map(Finished::registered);
     }
-    let mut result = BTreeMap::new();
-    for (o, p, already) in processed {
-        let host = &outs
+    // In the order processed (an output after the siblings it refers to): one
+    // transaction registers them in that order. An output valid already (`already`) is
+    // left as it is; its records are written all the same (a rebuild that gave other
+    // bytes keeps the first realisation).
+    let host_of = |o: &str| {
+        &outs
             .iter()
             .find(|x| x.name == o)
             .expect("processed outputs are the job's")
-            .host;
-        if already {
-            // Left for the build directory's cleanup if it fails.
-            let _ = remove_tree(host);
-            store.add_temp_root(&p.path)?;
-            // A rebuild that gave other bytes keeps the first realisation.
-            store.record_built_output(drv, &job.key, &o, &p.path, &[], true)?;
-        } else {
-            // Registered with its realisation and the derivation's output: one commit.
-            store.register_built_output(
-                host,
-                &p.path,
-                &p.references,
-                p.nar_hash,
-                p.nar_size,
-                Some(&p.ca),
-                &BuiltOutput {
-                    drv,
-                    drv_hash: &job.key,
-                    output: &o,
-                    realise: true,
-                },
-            )?;
-        }
-        result.insert(o, p.path);
-    }
-    Ok(result)
+            .host
+    };
+    let cas: Vec<ContentAddress> = processed.iter().map(|(_, p, _)| p.ca.clone()).collect();
+    let built: Vec<BuiltPath<'_>> = processed
+        .iter()
+        .zip(&cas)
+        .map(|((o, p, _already), ca)| BuiltPath {
+            scratch: host_of(o),
+            path: &p.path,
+            refs: &p.references,
+            nar_hash: p.nar_hash,
+            nar_size: p.nar_size,
+            deriver: Some(drv),
+            ca: Some(ca),
+            built: Some(BuiltOutput {
+                drv,
+                drv_hash: &job.key,
+                output: o,
+                realise: true,
+            }),
+        })
+        .collect();
+    let placed = store.place_built(&built)?;
+    let refs = processed
+        .iter()
+        .map(|(_, p, _)| (p.path.clone(), p.references.clone()))
+        .collect();
+    Ok(Finished {
+        outputs: processed.into_iter().map(|(o, p, _)| (o, p.path)).collect(),
+        placed: Some(placed),
+        refs,
+    })
 }
 
 /// `--check`: compares each rebuilt output with the registered one.

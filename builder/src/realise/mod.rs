@@ -31,10 +31,18 @@
 //!    outputs may use it.
 //! 5. Post-process: normalise, scan references (input closure, scratch paths), hash
 //!    modulo self-references, final path `StorePath::from_ca(name, Output{…})`, rewrite
-//!    self-references, register with the realisation and the derivation output in one
-//!    transaction (`register_built_output`). Outputs that refer to siblings are processed after them
+//!    self-references, place at the final path (`LocalStore::place_built`). Outputs that
+//!    refer to siblings are processed after them
 //!    ([`crate::output::process_floating_set`]). Fixed outputs: check the declared hash
-//!    (flat file or NAR) and that they have no references; register at the fixed path.
+//!    (flat file or NAR) and that they have no references; place at the fixed path.
+//! 6. Commit: the committer thread registers placed builds in the order they were
+//!    placed, each build's outputs with their realisations and derivation outputs in
+//!    one transaction, a batch of builds after one `syncfs` (`LocalStore::commit_built`);
+//!    the build lock is held until then. The scheduler hears of a placed build before
+//!    its commit starts ([`Msg::Placed`]) and starts its dependents at once: their own
+//!    commits are queued after it, and their input closures take the references of
+//!    outputs not committed yet from [`Realiser::pending_refs`]. The run returns once
+//!    every commit has.
 //!
 //! # `--check`
 //!
@@ -46,7 +54,7 @@
 //! The build log (stdout and stderr merged) is stored zstd-compressed at [`log_path`],
 //! for failed builds too.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -60,7 +68,9 @@ use rocmx_store::{Derivation, LocalStore, StoreError, StorePath};
 use crate::events::{Event, EventSink, NoEvents};
 use crate::fetchurl::{Limits as FetchLimits, Mirrors};
 use crate::resolve::{self, ResolvedInput};
+use commit::{committer, Commit, Msg};
 
+mod commit;
 mod error;
 mod job;
 mod lock;
@@ -183,6 +193,9 @@ enum Prepared {
     Cached(BTreeMap<String, StorePath>),
     /// It must be built.
     Build(Box<job::Job>),
+    /// Not yet: it needs its inputs registered (see [`Realiser::prepare`]) and some
+    /// placed outputs are not committed yet; prepared again after a commit.
+    Later,
 }
 
 /// A derivation in the run's DAG.
@@ -218,6 +231,8 @@ pub struct Realiser<'a> {
     gc_held: Option<GcShared>,
     /// Build directories kept for reuse (deleted when the realiser is dropped).
     pool: job::DirPool,
+    /// The references of outputs placed but not committed yet (see [`Msg::Placed`]).
+    pending_refs: HashMap<StorePath, BTreeSet<StorePath>>,
 }
 
 impl Drop for Realiser<'_> {
@@ -244,6 +259,7 @@ impl<'a> Realiser<'a> {
             rooted: HashSet::new(),
             gc_held: None,
             pool: job::DirPool::default(),
+            pending_refs: HashMap::new(),
         }
     }
 
@@ -411,15 +427,16 @@ impl<'a> Realiser<'a> {
         let opts = self.opts.clone();
         let events = self.events.clone();
         let pool = std::mem::take(&mut self.pool);
-        type Done = (
-            NodeIndex,
-            Instant,
-            bool,
-            Result<BTreeMap<String, StorePath>, BuildError>,
-        );
-        let (tx, rx) = mpsc::channel::<Done>();
+        let (tx, rx) = mpsc::channel::<Msg>();
+        // Placed builds waiting for their commit, and their build locks.
+        let (commit_tx, commit_rx) = mpsc::channel::<Commit>();
+        // Committed here, not on the build threads: in the order placed, so that a
+        // build's outputs are registered after those of the builds it used.
+        let mut committing = 0usize;
 
         std::thread::scope(|scope| {
+            let to_scheduler = tx.clone();
+            scope.spawn(move || committer(store, commit_rx, to_scheduler));
             loop {
                 let stopping = first_failure.is_some() && !opts.keep_going;
                 // Prepare everything ready: cached ones complete at once.
@@ -435,6 +452,10 @@ impl<'a> Realiser<'a> {
                             release(graph, n, &mut pending, &mut ready);
                         }
                         Ok(Prepared::Build(job)) => queue.push_back((n, job)),
+                        Ok(Prepared::Later) => {
+                            ready.push_front(n);
+                            break;
+                        }
                         Err(e) => {
                             first_failure.get_or_insert(graph[n].drv.clone());
                             self.fail(graph, n, e);
@@ -491,7 +512,15 @@ impl<'a> Realiser<'a> {
                         .clone()
                         .filter(|e| job.check.is_none() && e.takes(&job.resolved));
                     let full = match remote {
-                        Some(_) => running_remote >= slots,
+                        // The executor is handed an input closure valid here: not
+                        // before its placed outputs are committed.
+                        Some(_) => {
+                            running_remote >= slots
+                                || job
+                                    .closure
+                                    .iter()
+                                    .any(|p| self.pending_refs.contains_key(p))
+                        }
                         None => running >= max_jobs,
                     };
                     if full {
@@ -504,6 +533,7 @@ impl<'a> Realiser<'a> {
                         name: job.name.clone(),
                     });
                     let tx = tx.clone();
+                    let commit_tx = commit_tx.clone();
                     let ctx = job::Ctx {
                         store,
                         opts: &opts,
@@ -521,12 +551,45 @@ impl<'a> Realiser<'a> {
                         .spawn_scoped(scope, move || {
                             let start = Instant::now();
                             let r = match remote {
-                                Some(exec) => remote::run(&ctx, exec.as_ref(), *job),
+                                Some(exec) => remote::run(&ctx, exec.as_ref(), *job)
+                                    .map(job::Finished::registered),
                                 None => job::run(&ctx, *job),
                             };
-                            // Held until the realisation is recorded (or the build failed).
-                            drop(lock);
-                            let _ = tx.send((n, start, is_remote, r));
+                            match r {
+                                Ok(job::Finished {
+                                    outputs,
+                                    placed: Some(placed),
+                                    refs,
+                                }) => {
+                                    // The committer tells the scheduler, then commits;
+                                    // the lock is held until the realisation is recorded.
+                                    let placed_msg = Msg::Placed {
+                                        n,
+                                        start,
+                                        remote: is_remote,
+                                        outputs,
+                                        refs,
+                                    };
+                                    let _ = commit_tx.send(Commit {
+                                        n,
+                                        placed,
+                                        lock,
+                                        placed_msg,
+                                    });
+                                }
+                                r => {
+                                    // Held until the realisation is recorded (or the
+                                    // build failed).
+                                    drop(lock);
+                                    let r = r.map(|f| f.outputs);
+                                    let _ = tx.send(Msg::Done {
+                                        n,
+                                        start,
+                                        remote: is_remote,
+                                        result: r,
+                                    });
+                                }
+                            }
                         });
                     if let Err(e) = spawned {
                         if is_remote {
@@ -546,7 +609,7 @@ impl<'a> Realiser<'a> {
                         );
                     }
                 }
-                if running + running_remote == 0 {
+                if running + running_remote + committing == 0 {
                     let stopping = first_failure.is_some() && !opts.keep_going;
                     if stopping {
                         contended.clear();
@@ -565,10 +628,44 @@ impl<'a> Realiser<'a> {
                 } else {
                     rx.recv_timeout(LOCK_POLL)
                 };
-                let (n, start, was_remote, r) = match received {
+                let msg = match received {
                     Ok(x) => x,
                     Err(mpsc::RecvTimeoutError::Timeout) => continue,
                     Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                };
+                let (n, start, was_remote, r) = match msg {
+                    Msg::Done {
+                        n,
+                        start,
+                        remote,
+                        result,
+                    } => (n, start, remote, result),
+                    Msg::Placed {
+                        n,
+                        start,
+                        remote,
+                        outputs,
+                        refs,
+                    } => {
+                        committing += 1;
+                        self.pending_refs.extend(refs);
+                        (n, start, remote, Ok(outputs))
+                    }
+                    Msg::Committed { n, outputs, result } => {
+                        committing -= 1;
+                        for p in &outputs {
+                            self.pending_refs.remove(p);
+                        }
+                        let drv = graph[n].drv.clone();
+                        if let Err(e) = result {
+                            if self.done.remove(&drv).is_some() {
+                                self.built.retain(|d| *d != drv);
+                                first_failure.get_or_insert(drv.clone());
+                                self.fail(graph, n, e.into());
+                            }
+                        }
+                        continue;
+                    }
                 };
                 if was_remote {
                     running_remote -= 1;
@@ -576,6 +673,11 @@ impl<'a> Realiser<'a> {
                     running -= 1;
                 }
                 let drv = graph[n].drv.clone();
+                if self.failed.contains_key(&drv) {
+                    // Skipped while it ran: the commit of one of its inputs failed (and
+                    // removed what that input had placed).
+                    continue;
+                }
                 match r {
                     Ok(outputs) => {
                         // One failure at most, whichever output could not be rooted.
@@ -599,6 +701,8 @@ impl<'a> Realiser<'a> {
                     }
                 }
             }
+            // The committer ends once every build thread is done with its sender.
+            drop(commit_tx);
         });
         self.pool = pool;
         first_failure
@@ -644,6 +748,15 @@ impl<'a> Realiser<'a> {
                 },
             );
         }
+        // What cannot use inputs that are placed but not yet committed: outputs from a
+        // substituter (registered at once, so their references must be valid), a
+        // build that exports its inputs' registrations.
+        if !self.pending_refs.is_empty()
+            && ((self.opts.substituter.is_some() && !self.opts.rebuild && !node.check)
+                || crate::structured::exports_references(&d))
+        {
+            return Ok(Prepared::Later);
+        }
         let resolved = resolve::resolve(&d, &inputs).map_err(|e| bad(e.to_string()))?;
         let key = resolve::resolved_hash(&resolved);
 
@@ -661,7 +774,7 @@ impl<'a> Realiser<'a> {
 
         // Inputs: the closure of the resolved input sources, rooted while we build.
         let srcs: Vec<StorePath> = resolved.input_srcs.iter().cloned().collect();
-        let closure = self.store.closure(&srcs)?;
+        let closure = self.closure(&srcs)?;
         for p in &closure {
             self.temp_root(p)?;
         }

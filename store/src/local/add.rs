@@ -66,26 +66,11 @@ pub(super) struct Install<'a> {
     pub(super) ca: Option<String>,
     /// Outputs to record when `path` is a derivation.
     pub(super) drv_outputs: Vec<(String, StorePath)>,
-    /// What to record, in the same transaction, when `path` is a build's output.
-    pub(super) built: Option<&'a BuiltOutput<'a>>,
-}
-
-/// A build's output, as [`LocalStore::register_built_output`] records it together with
-/// the path: the derivation's output `output` is the path and, when `realise`, so is
-/// the realisation of `output` under `drv_hash` (unless one points elsewhere already,
-/// which is kept: a rebuild that gave other bytes does not replace the first result).
-pub struct BuiltOutput<'a> {
-    /// The derivation (valid), also the path's deriver.
-    pub drv: &'a StorePath,
-    /// The key of its realisations (its resolved hash).
-    pub drv_hash: &'a str,
-    pub output: &'a str,
-    /// False for a fixed output, which has no realisation.
-    pub realise: bool,
 }
 
 /// What [`LocalStore::install`] still syncs once the content is at its final name.
-enum Durable {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Durable {
     /// The content was made durable before it was renamed: the store directory's entry
     /// and, when `dir`, the placed directory itself (what [`place`] changed).
     DirEntry { dir: bool },
@@ -143,7 +128,6 @@ impl<'a> NewText<'a> {
             deriver: None,
             ca: Some(self.ca.clone()),
             drv_outputs: self.drv_outputs.clone(),
-            built: None,
         }
     }
 
@@ -199,9 +183,57 @@ fn place(c: &Path, real: &Path) -> Result<bool, StoreError> {
 }
 
 impl LocalStore {
+    /// Renames premade content `c` (a build's result, an imported NAR) to `real`: on the
+    /// store's filesystem it is renamed first and made durable afterwards, with its name,
+    /// by one `syncfs` ([`Durable::Filesystem`]: one flush of the disk's cache where an
+    /// `fsync` of its files and then one of the store directory took two or more; the
+    /// chain of trivial builds spent half its time in syncs). A crash in between leaves
+    /// an unregistered entry at the final name, which the next add replaces. From
+    /// another filesystem it is copied into a scratch directory of the store and synced
+    /// there first, then renamed.
+    pub(super) fn place_premade(&self, c: &Path, real: &Path) -> Result<Durable, StoreError> {
+        match place(c, real) {
+            Err(StoreError::Io { source, .. })
+                if source.raw_os_error() == Some(rustix::io::Errno::XDEV.raw_os_error()) =>
+            {
+                let tmp = TempDir::new(&self.store_dir)?;
+                let copy = tmp.path().join("content");
+                let scanned = ingest::scan(c)?;
+                ingest::materialise(c, &scanned, &copy)?;
+                fsutil::sync_tree(&copy)?;
+                let dir = place(&copy, real)?;
+                fsutil::remove_tree(c)?;
+                Ok(Durable::DirEntry { dir })
+            }
+            // `syncfs` covers the directory's own changes too.
+            other => other.map(|_| Durable::Filesystem),
+        }
+    }
+
+    /// Root adding to another user's store: the owner must be able to delete `real`.
+    pub(super) fn give_to_owner(&self, real: &Path) -> Result<(), StoreError> {
+        if let Some(owner) = super::owner::foreign_owner(&self.root) {
+            crate::tree::chown_tree(real, owner, "giving to the store's owner")?;
+        }
+        Ok(())
+    }
+
+    /// Makes `real`, at its final name, durable as `durable` says.
+    pub(super) fn make_durable(&self, real: &Path, durable: Durable) -> Result<(), StoreError> {
+        match durable {
+            Durable::DirEntry { dir } => {
+                if dir {
+                    fsutil::fsync_dir(real)?;
+                }
+                fsutil::fsync_dir(&self.store_dir)
+            }
+            Durable::Filesystem => fsutil::syncfs(&self.store_dir),
+        }
+    }
+
     /// Whether `p` is valid; if so, also protects it with a temporary root. The caller
     /// holds the GC lock.
-    fn valid_and_rooted(&self, p: &StorePath) -> Result<bool, StoreError> {
+    pub(super) fn valid_and_rooted(&self, p: &StorePath) -> Result<bool, StoreError> {
         if self.is_valid(p)? {
             self.temp_roots.add(p)?;
             return Ok(true);
@@ -261,50 +293,10 @@ impl LocalStore {
                     dir: place(&c, &real)?,
                 }
             }
-            Content::Premade(c) => {
-                // A build's result, on the store's filesystem: renamed first, then one
-                // `syncfs` makes its contents and its name durable together, with one
-                // flush of the disk's cache where an `fsync` of its files and then one
-                // of the store directory took two or more (the chain of trivial builds:
-                // half its time in syncs). A crash in between leaves an unregistered
-                // entry at the final name, which the next add replaces.
-                match place(c, &real) {
-                    Err(StoreError::Io { source, .. })
-                        if source.raw_os_error()
-                            == Some(rustix::io::Errno::XDEV.raw_os_error()) =>
-                    {
-                        // Another filesystem: copy it into a scratch directory of the
-                        // store, then the usual way.
-                        let tmp = TempDir::new(&self.store_dir)?;
-                        let copy = tmp.path().join("content");
-                        let scanned = ingest::scan(c)?;
-                        ingest::materialise(c, &scanned, &copy)?;
-                        fsutil::sync_tree(&copy)?;
-                        let dir = place(&copy, &real)?;
-                        fsutil::remove_tree(c)?;
-                        Durable::DirEntry { dir }
-                    }
-                    // `syncfs` covers the directory's own changes too.
-                    other => {
-                        other?;
-                        Durable::Filesystem
-                    }
-                }
-            }
+            Content::Premade(c) => self.place_premade(c, &real)?,
         };
-        if let Some(owner) = super::owner::foreign_owner(&self.root) {
-            // Root adding to another user's store: the owner must be able to delete it.
-            crate::tree::chown_tree(&real, owner, "giving to the store's owner")?;
-        }
-        match durable {
-            Durable::DirEntry { dir } => {
-                if dir {
-                    fsutil::fsync_dir(&real)?;
-                }
-                fsutil::fsync_dir(&self.store_dir)?;
-            }
-            Durable::Filesystem => fsutil::syncfs(&self.store_dir)?,
-        }
+        self.give_to_owner(&real)?;
+        self.make_durable(&real, durable)?;
         let registered = self.with_tx(|c, d| {
             let id = db::register(
                 c,
@@ -320,9 +312,6 @@ impl LocalStore {
             )?;
             for (out, path) in &inst.drv_outputs {
                 db::add_derivation_output(c, d, id, out, path)?;
-            }
-            if let Some(b) = inst.built {
-                self.record_output_in(c, d, b, p, &[])?;
             }
             Ok(())
         });
@@ -356,7 +345,6 @@ impl LocalStore {
             deriver: None,
             ca: Some(ca_string(&ca)),
             drv_outputs: Vec::new(),
-            built: None,
         };
         self.install(
             inst,
@@ -403,7 +391,6 @@ impl LocalStore {
                     deriver: None,
                     ca: Some(ca_string(&ca)),
                     drv_outputs: Vec::new(),
-                    built: None,
                 };
                 self.install(
                     inst,
@@ -458,7 +445,6 @@ impl LocalStore {
                     deriver: None,
                     ca: Some(ca_string(&ca)),
                     drv_outputs: Vec::new(),
-                    built: None,
                 };
                 self.install(inst, Content::Premade(&content))?;
                 Ok((path, hash))
@@ -640,124 +626,9 @@ impl LocalStore {
             deriver,
             ca: Some(ca_string(&ca)),
             drv_outputs: Vec::new(),
-            built: None,
         };
         self.install(inst, Content::Premade(&content))?;
         Ok(path)
-    }
-
-    /// Moves the already normalised tree `scratch_dir` (a build result) to `final_path`
-    /// and registers it with `refs` (valid, or `final_path` itself), `nar_hash` (BLAKE3 of
-    /// its NAR, trusted) and `nar_size`. `scratch_dir` is renamed when it is on the store's
-    /// filesystem, copied otherwise. If `final_path` is already valid, the scratch copy is
-    /// removed and nothing else happens.
-    #[allow(clippy::too_many_arguments)]
-    pub fn register_built(
-        &self,
-        scratch_dir: &Path,
-        final_path: &StorePath,
-        refs: &BTreeSet<StorePath>,
-        nar_hash: Hash,
-        nar_size: u64,
-        deriver: Option<&StorePath>,
-        ca: Option<&ContentAddress>,
-    ) -> Result<(), StoreError> {
-        self.install_built(
-            scratch_dir,
-            final_path,
-            refs,
-            nar_hash,
-            nar_size,
-            deriver,
-            ca,
-            None,
-        )
-        .map(|_| ())
-    }
-
-    /// [`Self::register_built`] for the output of a build of `built.drv` (its deriver),
-    /// recording in the same write transaction the derivation's output and the
-    /// realisation (see [`BuiltOutput`]): a build's result is registered with one commit,
-    /// and none of the three records exists without the others. When `final_path` was
-    /// valid already, only the derivation's output and the realisation are recorded.
-    #[allow(clippy::too_many_arguments)]
-    pub fn register_built_output(
-        &self,
-        scratch_dir: &Path,
-        final_path: &StorePath,
-        refs: &BTreeSet<StorePath>,
-        nar_hash: Hash,
-        nar_size: u64,
-        ca: Option<&ContentAddress>,
-        built: &BuiltOutput<'_>,
-    ) -> Result<(), StoreError> {
-        let installed = self.install_built(
-            scratch_dir,
-            final_path,
-            refs,
-            nar_hash,
-            nar_size,
-            Some(built.drv),
-            ca,
-            Some(built),
-        )?;
-        if !installed {
-            self.record_built_output(
-                built.drv,
-                built.drv_hash,
-                built.output,
-                final_path,
-                &[],
-                built.realise,
-            )?;
-        }
-        Ok(())
-    }
-
-    /// What both registrations of a build result do; whether this call installed it.
-    #[allow(clippy::too_many_arguments)]
-    fn install_built(
-        &self,
-        scratch_dir: &Path,
-        final_path: &StorePath,
-        refs: &BTreeSet<StorePath>,
-        nar_hash: Hash,
-        nar_size: u64,
-        deriver: Option<&StorePath>,
-        ca: Option<&ContentAddress>,
-        built: Option<&BuiltOutput<'_>>,
-    ) -> Result<bool, StoreError> {
-        if nar_hash.algo() != HashAlgo::Blake3 {
-            return Err(StoreError::NotBlake3 {
-                what: "the NAR hash of a build result",
-                algo: nar_hash.algo(),
-            });
-        }
-        if fs::symlink_metadata(scratch_dir).is_err() {
-            return Err(StoreError::MissingScratch {
-                path: final_path.clone(),
-                scratch: scratch_dir.to_path_buf(),
-            });
-        }
-        let _gc = lock::gc_lock(&self.state_dir, false)?;
-        let inst = Install {
-            path: final_path,
-            nar_hash,
-            nar_size,
-            refs,
-            deriver,
-            ca: ca.map(ca_string),
-            drv_outputs: Vec::new(),
-            built,
-        };
-        // The scratch tree is renamed straight into place (it is normally on the store's
-        // filesystem, in the state directory); the path's lock covers it from there
-        // until it is registered.
-        let installed = self.install(inst, Content::Premade(scratch_dir))?;
-        if !installed {
-            fsutil::remove_tree(scratch_dir)?;
-        }
-        Ok(installed)
     }
 }
 

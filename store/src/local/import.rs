@@ -271,7 +271,6 @@ impl LocalStore {
             deriver: claim.deriver,
             ca: Some(ca_text),
             drv_outputs: Vec::new(),
-            built: None,
         };
         let installed = self.install(inst, Content::Premade(&content))?;
         if !claim.signatures.is_empty() {

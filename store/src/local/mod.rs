@@ -41,7 +41,8 @@
 //! to its final name, the store directory is synced, and only then is the path
 //! registered, in one transaction. A build result is already on disk, in the state
 //! directory: it is renamed to its final name first, then one `syncfs` makes its
-//! contents and its name durable before it is registered. A
+//! contents and its name durable before it is registered (`built`: the realiser
+//! places a build's outputs and commits placed builds in batches, one `syncfs` each). A
 //! crash leaves at worst a scratch entry or an unregistered entry: neither is ever
 //! reported valid, the next add of that path replaces it, and `gc` or `verify --repair`
 //! removes it. Deleting goes the other way: rows first, then content.
@@ -57,6 +58,7 @@ use crate::hash::Hash;
 use crate::path::{StorePath, STORE_DIR};
 
 mod add;
+mod built;
 mod db;
 mod error;
 mod fsutil;
@@ -70,7 +72,8 @@ mod verify;
 #[cfg(test)]
 mod tests;
 
-pub use add::{ca_string, BuiltOutput, NarCa};
+pub use add::{ca_string, NarCa};
+pub use built::{BuiltOutput, BuiltPath, Placed};
 pub use db::SCHEMA_VERSION;
 pub use error::StoreError;
 pub use fsutil::normalise_tree;

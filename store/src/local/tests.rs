@@ -1127,3 +1127,4 @@ fn a_build_result_left_unregistered_at_its_name_is_replaced() {
     assert!(!scratch.exists());
     assert_eq!(s.verify(true, false).expect("verify").problems, vec![]);
 }
+mod built;
