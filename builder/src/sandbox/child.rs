@@ -326,7 +326,7 @@ fn run_action(a: &Action) -> Result<(), Errno> {
         } => {
             let ro = MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
             let layers: [(&[u8], &CStr); 2] = [(b"lowerdir", lower), (b"lowerdir", empty)];
-            match overlay(&layers, target, ro) {
+            match overlay(&layers, b"", target, ro) {
                 Ok(()) => Ok(()),
                 // No overlays here (an old kernel, a policy): the plain bind.
                 Err(_) => bind(lower, target, ro),
@@ -398,9 +398,15 @@ fn run_action(a: &Action) -> Result<(), Errno> {
 
 /// Mounts an overlay at `target` from layers named `/proc/self/fd/N` (see
 /// [`Action::Overlay`] and [`Action::OverlayRw`]): `key=dir` pairs of `layers` become
-/// `key=/proc/self/fd/N` options; a second `lowerdir` is appended to the first with `:`.
+/// `key=/proc/self/fd/N` options; a second `lowerdir` is appended to the first with `:`;
+/// `extra` (`,option`…) follows them.
 /// No allocation: descriptors live on the stack, the options in a stack buffer.
-fn overlay(layers: &[(&[u8], &CStr)], target: &CStr, flags: MsFlags) -> Result<(), Errno> {
+fn overlay(
+    layers: &[(&[u8], &CStr)],
+    extra: &[u8],
+    target: &CStr,
+    flags: MsFlags,
+) -> Result<(), Errno> {
     use std::os::fd::{AsRawFd, OwnedFd};
     let dir = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
     let mut fds: [Option<OwnedFd>; 4] = [None, None, None, None];
@@ -440,6 +446,7 @@ fn overlay(layers: &[(&[u8], &CStr)], target: &CStr, flags: MsFlags) -> Result<(
         }
         put(&digits[i..], &mut len);
     }
+    put(extra, &mut len);
     let data = CStr::from_bytes_until_nul(&buf).map_err(|_| Errno::EINVAL)?;
     let r = mount(Some(c"rocmx"), target, Some(c"overlay"), flags, Some(data));
     drop(fds);
@@ -447,7 +454,11 @@ fn overlay(layers: &[(&[u8], &CStr)], target: &CStr, flags: MsFlags) -> Result<(
 }
 
 /// A writable overlay at `target`: one lower layer, an upper layer and its work
-/// directory (see [`overlay`]).
+/// directory (see [`overlay`]). With `userxattr` (Linux 5.11 and later): in a user
+/// namespace the kernel cannot write the `trusted.overlay.*` attributes it would keep
+/// in the upper layer, so without it every mount fails to, falls back (no redirects,
+/// no uuid) and logs four warnings to the kernel log — four lines per build. Where the
+/// option is unknown (`EINVAL`), mounted again without it.
 fn overlay_rw(
     lower: &CStr,
     upper: &CStr,
@@ -460,7 +471,10 @@ fn overlay_rw(
         (b"upperdir", upper),
         (b"workdir", work),
     ];
-    overlay(&layers, target, flags)
+    match overlay(&layers, b",userxattr", target, flags) {
+        Err(Errno::EINVAL) => overlay(&layers, b"", target, flags),
+        r => r,
+    }
 }
 
 /// A bind mount of `source` at `target`, then a remount adding `flags` (and keeping the
