@@ -360,7 +360,8 @@ fn run_action(a: &Action) -> Result<(), Errno> {
         } => {
             match overlay_rw(lower, upper, work, target, *flags) {
                 Ok(()) => {
-                    // Plain binds: each keeps the overlay's flags.
+                    // Plain binds: each keeps the overlay's flags. The overlay itself
+                    // goes with the scratch tmpfs it is mounted in.
                     for (source, to, _) in binds {
                         mount(
                             Some(source.as_c_str()),
@@ -370,7 +371,7 @@ fn run_action(a: &Action) -> Result<(), Errno> {
                             None::<&CStr>,
                         )?;
                     }
-                    umount2(target.as_c_str(), MntFlags::MNT_DETACH)
+                    Ok(())
                 }
                 Err(_) => {
                     for (_, to, source) in binds {

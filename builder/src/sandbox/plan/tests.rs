@@ -168,9 +168,11 @@ fn plan_without_rootfs() {
     let expected = [
         "mounting the root tmpfs",
         "entering the root tmpfs",
-        "creating /.rocmx-empty",
-        "creating /.rocmx-inputs-0",
-        "mounting /.rocmx-inputs-0 (inputs, read-only)",
+        "creating /.rocmx-tmp",
+        "mounting /.rocmx-tmp (tmpfs)",
+        "creating /.rocmx-tmp/empty",
+        "creating /.rocmx-tmp/inputs-0",
+        "mounting /.rocmx-tmp/inputs-0 (inputs, read-only)",
         "creating /etc",
         "writing /etc/passwd",
         "writing /etc/group",
@@ -209,9 +211,8 @@ fn plan_without_rootfs() {
         "creating mount point /rocmx/store/bbb-f",
         "binding /rocmx/store/bbb-f (input) read-only",
         "creating symlink /rocmx/store/ccc-l",
-        "detaching /.rocmx-inputs-0",
-        "removing /.rocmx-inputs-0",
-        "removing /.rocmx-empty",
+        "detaching /.rocmx-tmp (and what the set-up mounted in it)",
+        "removing /.rocmx-tmp",
     ];
     assert_eq!(describe(&plan), expected);
     // Init enters the root once it is mounted; every later path below the root is
@@ -224,15 +225,15 @@ fn plan_without_rootfs() {
         assert!(!shown.contains("/s/root"), "{shown}");
     }
     // Inputs come from the overlay of their host directory, named by descriptor.
-    match &plan[4].action {
+    match &plan[6].action {
         Action::Overlay {
             lower,
             empty,
             target,
         } => {
             assert_eq!(lower.to_str().unwrap(), "/h");
-            assert_eq!(empty.to_str().unwrap(), ".rocmx-empty");
-            assert_eq!(target.to_str().unwrap(), ".rocmx-inputs-0");
+            assert_eq!(empty.to_str().unwrap(), ".rocmx-tmp/empty");
+            assert_eq!(target.to_str().unwrap(), ".rocmx-tmp/inputs-0");
         }
         other => panic!("unexpected {other:?}"),
     }
@@ -247,7 +248,7 @@ fn plan_without_rootfs() {
             flags,
             ..
         } => {
-            assert_eq!(source.to_str().unwrap(), ".rocmx-inputs-0/f");
+            assert_eq!(source.to_str().unwrap(), ".rocmx-tmp/inputs-0/f");
             assert_eq!(fallback.to_str().unwrap(), "/h/f");
             assert_eq!(*flags, ro_flags());
         }
@@ -301,11 +302,8 @@ fn file_inputs_in_the_output_directory_get_linked_mount_points() {
             "binding /rocmx/store/bbb-b (input) read-only",
             "creating /rocmx/store/ddd-d",
             "binding /rocmx/store/ddd-d (input) read-only",
-            "detaching /.rocmx-inputs-0",
-            "removing /.rocmx-inputs-0",
-            "detaching /.rocmx-inputs-1",
-            "removing /.rocmx-inputs-1",
-            "removing /.rocmx-empty",
+            "detaching /.rocmx-tmp (and what the set-up mounted in it)",
+            "removing /.rocmx-tmp",
             "removing /rocmx/store/.rocmx-mount-point (for mount points)",
         ]
     );
@@ -394,16 +392,16 @@ fn inputs_are_bound_from_an_overlay_of_their_directory() {
     let plan = build(&pi).unwrap();
     let tail: Vec<String> = describe(&plan)
         .into_iter()
-        .skip_while(|s| s != "creating /.rocmx-inputs-0")
+        .skip_while(|s| s != "creating /.rocmx-tmp/inputs-0")
         .take(8)
         .collect();
     assert_eq!(
         tail,
         [
-            "creating /.rocmx-inputs-0",
-            "mounting /.rocmx-inputs-0 (inputs, read-only)",
-            "creating /.rocmx-inputs-1",
-            "mounting /.rocmx-inputs-1 (inputs, read-only)",
+            "creating /.rocmx-tmp/inputs-0",
+            "mounting /.rocmx-tmp/inputs-0 (inputs, read-only)",
+            "creating /.rocmx-tmp/inputs-1",
+            "mounting /.rocmx-tmp/inputs-1 (inputs, read-only)",
             "creating /etc",
             "writing /etc/passwd",
             "writing /etc/group",
@@ -432,11 +430,8 @@ fn inputs_are_bound_from_an_overlay_of_their_directory() {
             "creating symlink /rocmx/store/eee-e",
             "creating /rocmx/store/fff-f",
             "binding /rocmx/store/fff-f (input) read-only",
-            "detaching /.rocmx-inputs-0",
-            "removing /.rocmx-inputs-0",
-            "detaching /.rocmx-inputs-1",
-            "removing /.rocmx-inputs-1",
-            "removing /.rocmx-empty",
+            "detaching /.rocmx-tmp (and what the set-up mounted in it)",
+            "removing /.rocmx-tmp",
             "removing /rocmx/store/.rocmx-mount-point (for mount points)",
         ]
     );
@@ -470,11 +465,11 @@ fn inputs_are_bound_from_an_overlay_of_their_directory() {
     assert_eq!(
         binds,
         [
-            "from .rocmx-inputs-1/aaa-a rocmx/store/aaa-a /st/aaa-a",
-            "from .rocmx-inputs-1/bbb-b rocmx/store/bbb-b /st/bbb-b",
-            "from .rocmx-inputs-1/ccc-c rocmx/store/ccc-c /st/ccc-c",
-            "from .rocmx-inputs-1/ddd-d rocmx/store/ddd-d /st/ddd-d",
-            "from .rocmx-inputs-0/fff-f rocmx/store/fff-f /other/fff-f",
+            "from .rocmx-tmp/inputs-1/aaa-a rocmx/store/aaa-a /st/aaa-a",
+            "from .rocmx-tmp/inputs-1/bbb-b rocmx/store/bbb-b /st/bbb-b",
+            "from .rocmx-tmp/inputs-1/ccc-c rocmx/store/ccc-c /st/ccc-c",
+            "from .rocmx-tmp/inputs-1/ddd-d rocmx/store/ddd-d /st/ddd-d",
+            "from .rocmx-tmp/inputs-0/fff-f rocmx/store/fff-f /other/fff-f",
         ]
     );
 }
@@ -515,8 +510,7 @@ fn mount_points_in_the_output_directory_live_in_the_overlays_lower_layer() {
             "creating /elsewhere",
             "creating mount point /elsewhere/ccc-c",
             "binding /elsewhere/ccc-c (input) read-only",
-            "creating /.rocmx-lower",
-            "mounting /.rocmx-lower (tmpfs)",
+            "creating /.rocmx-tmp/lower",
             "creating mount point /rocmx/store/aaa-a (in the overlay's lower layer)",
             "creating mount point /rocmx/store/bbb-b (in the overlay's lower layer)",
             "creating mount point /rocmx/store/ddd-d (in the overlay's lower layer)",
@@ -524,16 +518,11 @@ fn mount_points_in_the_output_directory_live_in_the_overlays_lower_layer() {
             "creating /rocmx",
             "creating /rocmx/store",
             "mounting /rocmx/store (the output's directory)",
-            "detaching /.rocmx-lower",
-            "removing /.rocmx-lower",
             "binding /rocmx/store/aaa-a (input) read-only",
             "binding /rocmx/store/bbb-b (input) read-only",
             "binding /rocmx/store/ddd-d (input) read-only",
-            "detaching /.rocmx-inputs-0",
-            "removing /.rocmx-inputs-0",
-            "detaching /.rocmx-inputs-1",
-            "removing /.rocmx-inputs-1",
-            "removing /.rocmx-empty",
+            "detaching /.rocmx-tmp (and what the set-up mounted in it)",
+            "removing /.rocmx-tmp",
         ]
     );
     let kinds: Vec<&Action> = plan.iter().map(|a| &a.action).collect();
@@ -565,7 +554,7 @@ fn mount_points_in_the_output_directory_live_in_the_overlays_lower_layer() {
             _ => None,
         })
         .unwrap();
-    assert_eq!(lower, ".rocmx-lower");
+    assert_eq!(lower, ".rocmx-tmp/lower");
     let fallback: Vec<String> = fallback.iter().filter_map(made_in).collect();
     assert_eq!(
         fallback,
@@ -610,33 +599,38 @@ fn build_and_output_directories_can_share_one_overlay() {
     let plan = build(&pi).unwrap();
     let tail: Vec<String> = describe(&plan)
         .into_iter()
-        .skip_while(|s| s != "creating /.rocmx-lower")
+        .skip_while(|s| s != "creating /.rocmx-tmp/lower")
         .collect();
     assert_eq!(
         tail,
         [
-            "creating /.rocmx-lower",
-            "mounting /.rocmx-lower (tmpfs)",
-            "creating /.rocmx-lower/stage",
+            "creating /.rocmx-tmp/lower",
+            "creating /.rocmx-tmp/lower/stage",
             "creating mount point /rocmx/store/aaa-a (in the overlay's lower layer)",
             "creating mount point /rocmx/store/ddd-d (in the overlay's lower layer)",
-            "creating /.rocmx-rw",
+            "creating /.rocmx-tmp/rw",
             "creating /build",
             "creating /rocmx",
             "creating /rocmx/store",
             "mounting /build and /rocmx/store (the build and output directories, one overlay)",
-            "removing /.rocmx-rw",
-            "detaching /.rocmx-lower",
-            "removing /.rocmx-lower",
             "binding /rocmx/store/aaa-a (input) read-only",
             "binding /rocmx/store/ddd-d (input) read-only",
-            "detaching /.rocmx-inputs-0",
-            "removing /.rocmx-inputs-0",
-            "removing /.rocmx-empty",
+            "detaching /.rocmx-tmp (and what the set-up mounted in it)",
+            "removing /.rocmx-tmp",
         ]
     );
     let kinds: Vec<&Action> = plan.iter().map(|a| &a.action).collect();
     assert!(!kinds.iter().any(|a| matches!(a, Action::OverlayRw { .. })));
+    // The set-up's own mounts (the inputs' overlay, the shared overlay) go with the
+    // scratch tmpfs they are in: one detach, one RCU grace period.
+    let detaches: Vec<&str> = kinds
+        .iter()
+        .filter_map(|a| match a {
+            Action::Umount { path } => path.to_str().ok(),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(detaches, [".rocmx-tmp"]);
     let shared = kinds
         .iter()
         .find_map(|a| match a {
@@ -658,8 +652,8 @@ fn build_and_output_directories_can_share_one_overlay() {
         (
             "/b/rw".to_string(),
             "/b/work".to_string(),
-            ".rocmx-lower".to_string(),
-            ".rocmx-rw".to_string()
+            ".rocmx-tmp/lower".to_string(),
+            ".rocmx-tmp/rw".to_string()
         )
     );
     let binds: Vec<(String, String, String)> = shared
@@ -671,12 +665,12 @@ fn build_and_output_directories_can_share_one_overlay() {
         binds,
         [
             (
-                ".rocmx-rw/build".to_string(),
+                ".rocmx-tmp/rw/build".to_string(),
                 "build".to_string(),
                 "/b/rw/build".to_string()
             ),
             (
-                ".rocmx-rw/stage".to_string(),
+                ".rocmx-tmp/rw/stage".to_string(),
                 "rocmx/store".to_string(),
                 "/proc/self/fd/7".to_string()
             ),
@@ -689,8 +683,10 @@ fn build_and_output_directories_can_share_one_overlay() {
     assert!(plan
         .iter()
         .any(|a| matches!(&a.action, Action::SharedOverlay { lower, .. }
-        if lower.to_str() == Ok(".rocmx-empty"))));
-    assert!(!describe(&plan).iter().any(|d| d.contains(".rocmx-lower")));
+        if lower.to_str() == Ok(".rocmx-tmp/empty"))));
+    assert!(!describe(&plan)
+        .iter()
+        .any(|d| d.contains(".rocmx-tmp/lower")));
     // A build directory on a tmpfs keeps its own overlay: no sharing.
     let tmpfs = super::super::Variant {
         build_on_tmpfs: true,
