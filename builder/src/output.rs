@@ -2,7 +2,7 @@
 //! rewriting the scratch hash part to the final one, and checking fixed-output hashes.
 //!
 //! Owns: what happens to an output tree between the end of the builder and
-//! [`LocalStore::register_built_output`](rocmx_store::LocalStore::register_built_output): one NAR pass
+//! [`LocalStore::place_built`](rocmx_store::LocalStore::place_built): one NAR pass
 //! that feeds the modulo hasher, the reference scanner and (for fixed outputs) the
 //! declared hash algorithm; the same-length in-place rewrite of self-references (file
 //! contents, symlink targets, entry names).

@@ -31,7 +31,7 @@ use super::{fsutil, LocalStore};
 use crate::hash::{Hash, HashAlgo};
 use crate::path::{ContentAddress, StorePath};
 
-/// A build's output, as [`LocalStore::register_built_output`] records it together with
+/// A build's output, as [`LocalStore::register_built`] records it together with
 /// the path: the derivation's output `output` is the path and, when `realise`, so is
 /// the realisation of `output` under `drv_hash` (unless one points elsewhere already,
 /// which is kept: a rebuild that gave other bytes does not replace the first result).
@@ -284,64 +284,13 @@ impl LocalStore {
         Ok(())
     }
 
-    /// Moves the already normalised tree `scratch_dir` (a build result) to `final_path`
-    /// and registers it with `refs` (valid, or `final_path` itself), `nar_hash` (BLAKE3 of
-    /// its NAR, trusted) and `nar_size`. `scratch_dir` is renamed when it is on the store's
-    /// filesystem, copied otherwise. If `final_path` is already valid, the scratch copy is
-    /// removed and nothing else happens.
-    #[allow(clippy::too_many_arguments)]
-    pub fn register_built(
-        &self,
-        scratch_dir: &Path,
-        final_path: &StorePath,
-        refs: &BTreeSet<StorePath>,
-        nar_hash: Hash,
-        nar_size: u64,
-        deriver: Option<&StorePath>,
-        ca: Option<&ContentAddress>,
-    ) -> Result<(), StoreError> {
-        self.register_now(BuiltPath {
-            scratch: scratch_dir,
-            path: final_path,
-            refs,
-            nar_hash,
-            nar_size,
-            deriver,
-            ca,
-            built: None,
-        })
-    }
-
-    /// [`Self::register_built`] for the output of a build of `built.drv` (its deriver),
-    /// recording in the same write transaction the derivation's output and the
-    /// realisation (see [`BuiltOutput`]): a build's result is registered with one commit,
-    /// and none of the three records exists without the others. When `final_path` was
-    /// valid already, only the derivation's output and the realisation are recorded.
-    #[allow(clippy::too_many_arguments)]
-    pub fn register_built_output(
-        &self,
-        scratch_dir: &Path,
-        final_path: &StorePath,
-        refs: &BTreeSet<StorePath>,
-        nar_hash: Hash,
-        nar_size: u64,
-        ca: Option<&ContentAddress>,
-        built: &BuiltOutput<'_>,
-    ) -> Result<(), StoreError> {
-        self.register_now(BuiltPath {
-            scratch: scratch_dir,
-            path: final_path,
-            refs,
-            nar_hash,
-            nar_size,
-            deriver: Some(built.drv),
-            ca,
-            built: Some(*built),
-        })
-    }
-
-    /// Places and commits one output at once.
-    fn register_now(&self, out: BuiltPath<'_>) -> Result<(), StoreError> {
+    /// Places and commits one output at once (see [`Self::place_built`] and
+    /// [`Self::commit_built`]): moved to its final name (renamed when on the store's
+    /// filesystem, copied otherwise) and registered with its references (valid, or the
+    /// path itself), its NAR hash and size (trusted), and its records when it is a
+    /// derivation's output, in one transaction. A path valid already keeps its content:
+    /// the scratch copy is removed and only the records are written.
+    pub fn register_built(&self, out: BuiltPath<'_>) -> Result<(), StoreError> {
         let placed = self.place_built(&[out])?;
         self.commit_built(vec![placed])
             .pop()

@@ -521,8 +521,17 @@ mod tests {
         fs::write(&scratch, path.name()).expect("write");
         fsutil::normalise_tree(&scratch).expect("normalise");
         let (h, n) = crate::nar::hash_path(&scratch, crate::hash::HashAlgo::Blake3).expect("h");
-        s.register_built(&scratch, path, &BTreeSet::new(), h, n, Some(deriver), None)
-            .expect("register");
+        s.register_built(crate::local::BuiltPath {
+            scratch: &scratch,
+            path,
+            refs: &BTreeSet::new(),
+            nar_hash: h,
+            nar_size: n,
+            deriver: Some(deriver),
+            ca: None,
+            built: None,
+        })
+        .expect("register");
         s.add_derivation_output(deriver, "out", path)
             .expect("output");
     }

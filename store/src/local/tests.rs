@@ -699,15 +699,16 @@ fn add_nar_and_register_built() {
         .parse()
         .expect("p");
     let refs = set(&[&out, &via_nar]);
-    s.register_built(
-        &scratch,
-        &out,
-        &refs,
+    s.register_built(BuiltPath {
+        scratch: &scratch,
+        path: &out,
+        refs: &refs,
         nar_hash,
         nar_size,
-        Some(&fixed),
-        None,
-    )
+        deriver: Some(&fixed),
+        ca: None,
+        built: None,
+    })
     .expect("register");
     assert!(!scratch.exists());
     let info = s.path_info(&out).expect("info").expect("valid");
@@ -1035,20 +1036,21 @@ fn a_built_output_is_registered_with_its_records_or_not_at_all() {
         (drv.clone(), hash.to_string(), realise)
     };
     let register = |dir: &Path, h, n, path: &StorePath, b: &(StorePath, String, bool)| {
-        s.register_built_output(
-            dir,
+        s.register_built(BuiltPath {
+            scratch: dir,
             path,
-            &BTreeSet::new(),
-            h,
-            n,
-            None,
-            &BuiltOutput {
+            refs: &BTreeSet::new(),
+            nar_hash: h,
+            nar_size: n,
+            deriver: Some(&b.0),
+            ca: None,
+            built: Some(BuiltOutput {
                 drv: &b.0,
                 drv_hash: &b.1,
                 output: "out",
                 realise: b.2,
-            },
-        )
+            }),
+        })
     };
 
     // A derivation that is not valid: nothing at all.
@@ -1121,8 +1123,17 @@ fn a_build_result_left_unregistered_at_its_name_is_replaced() {
     fs::write(scratch.join("f"), "whole").expect("write");
     normalise_tree(&scratch).expect("normalise");
     let (h, n) = nar::hash_path(&scratch, HashAlgo::Blake3).expect("hash");
-    s.register_built(&scratch, &out, &BTreeSet::new(), h, n, None, None)
-        .expect("register");
+    s.register_built(BuiltPath {
+        scratch: &scratch,
+        path: &out,
+        refs: &BTreeSet::new(),
+        nar_hash: h,
+        nar_size: n,
+        deriver: None,
+        ca: None,
+        built: None,
+    })
+    .expect("register");
     assert_eq!(fs::read(real.join("f")).expect("read"), b"whole");
     assert!(!scratch.exists());
     assert_eq!(s.verify(true, false).expect("verify").problems, vec![]);

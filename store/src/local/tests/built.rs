@@ -169,7 +169,7 @@ fn a_placed_output_valid_already_gets_its_records_only() {
     let out = path("/rocmx/store/00bgd045z0d4icpbc2yyz4gx48ak44la-out");
     let none = BTreeSet::new();
     let (d1, h, n) = scratch(tmp.path(), "first", "same");
-    s.register_built(&d1, &out, &none, h, n, None, None)
+    s.register_built(output(&d1, &out, &none, h, n))
         .expect("first");
     let (d2, h2, n2) = scratch(tmp.path(), "second", "same");
     let mut o = output(&d2, &out, &none, h2, n2);
