@@ -11,6 +11,9 @@
 //! register anything out of the order it was placed in.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::panic::AssertUnwindSafe;
+use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::Instant;
 
@@ -43,7 +46,7 @@ pub(super) enum Msg {
     Committed {
         n: NodeIndex,
         outputs: Vec<StorePath>,
-        result: Result<(), StoreError>,
+        result: Result<(), BuildError>,
     },
 }
 
@@ -72,7 +75,28 @@ pub(super) fn committer(store: &LocalStore, queue: mpsc::Receiver<Commit>, to: m
             rest.push((c.n, c.placed.paths().cloned().collect::<Vec<_>>(), c.lock));
             placed.push(c.placed);
         }
-        let results = store.commit_built(placed);
+        // A panic here would leave the scheduler waiting for these commits for ever:
+        // they fail instead (what they placed is removed as the batch unwinds), and
+        // the builds after them go on.
+        let results: Vec<Result<(), BuildError>> =
+            match std::panic::catch_unwind(AssertUnwindSafe(|| store.commit_built(placed))) {
+                Ok(r) => r.into_iter().map(|r| r.map_err(BuildError::from)).collect(),
+                Err(_) => rest
+                    .iter()
+                    .map(|(_, outputs, _)| {
+                        Err(BuildError::Io {
+                            action: "registering",
+                            path: outputs
+                                .first()
+                                .map(|p| PathBuf::from(p.to_absolute()))
+                                .unwrap_or_default(),
+                            source: io::Error::other(
+                                "the commit thread panicked (a bug in rocmx: please report it)",
+                            ),
+                        })
+                    })
+                    .collect(),
+            };
         for ((n, outputs, lock), result) in rest.into_iter().zip(results) {
             drop(lock);
             let _ = to.send(Msg::Committed { n, outputs, result });

@@ -661,7 +661,7 @@ impl<'a> Realiser<'a> {
                             if self.done.remove(&drv).is_some() {
                                 self.built.retain(|d| *d != drv);
                                 first_failure.get_or_insert(drv.clone());
-                                self.fail(graph, n, e.into());
+                                self.fail(graph, n, e);
                             }
                         }
                         continue;
