@@ -56,9 +56,6 @@ pub(super) struct Finished {
     /// [`LocalStore::commit_built`] is given this (`None`: nothing to register, or
     /// registered already).
     pub placed: Option<Placed>,
-    /// The references of each output in `placed`: what the closures of the builds that
-    /// depend on them are made of until the commit.
-    pub refs: Vec<(StorePath, BTreeSet<StorePath>)>,
 }
 
 impl Finished {
@@ -67,7 +64,6 @@ impl Finished {
         Finished {
             outputs,
             placed: None,
-            refs: Vec::new(),
         }
     }
 }
@@ -663,7 +659,6 @@ fn finish_fixed(ctx: &Ctx<'_>, job: &Job, out: &Out) -> Result<Finished, BuildEr
     Ok(Finished {
         outputs,
         placed: Some(placed),
-        refs: vec![(path.clone(), none)],
     })
 }
 
@@ -705,18 +700,16 @@ fn finish_floating(ctx: &Ctx<'_>, job: &Job, outs: &[Out]) -> Result<Finished, B
             .expect("processed outputs are the job's")
             .host
     };
-    let cas: Vec<ContentAddress> = processed.iter().map(|(_, p, _)| p.ca.clone()).collect();
     let built: Vec<BuiltPath<'_>> = processed
         .iter()
-        .zip(&cas)
-        .map(|((o, p, _already), ca)| BuiltPath {
+        .map(|(o, p, _already)| BuiltPath {
             scratch: host_of(o),
             path: &p.path,
             refs: &p.references,
             nar_hash: p.nar_hash,
             nar_size: p.nar_size,
             deriver: Some(drv),
-            ca: Some(ca),
+            ca: Some(&p.ca),
             built: Some(BuiltOutput {
                 drv,
                 drv_hash: &job.key,
@@ -726,14 +719,9 @@ fn finish_floating(ctx: &Ctx<'_>, job: &Job, outs: &[Out]) -> Result<Finished, B
         })
         .collect();
     let placed = store.place_built(&built)?;
-    let refs = processed
-        .iter()
-        .map(|(_, p, _)| (p.path.clone(), p.references.clone()))
-        .collect();
     Ok(Finished {
         outputs: processed.into_iter().map(|(o, p, _)| (o, p.path)).collect(),
         placed: Some(placed),
-        refs,
     })
 }
 

@@ -559,7 +559,6 @@ impl<'a> Realiser<'a> {
                                 Ok(job::Finished {
                                     outputs,
                                     placed: Some(placed),
-                                    refs,
                                 }) => {
                                     // The committer tells the scheduler, then commits;
                                     // the lock is held until the realisation is recorded.
@@ -568,7 +567,10 @@ impl<'a> Realiser<'a> {
                                         start,
                                         remote: is_remote,
                                         outputs,
-                                        refs,
+                                        refs: placed
+                                            .references()
+                                            .map(|(p, r)| (p.clone(), r.clone()))
+                                            .collect(),
                                     };
                                     let _ = commit_tx.send(Commit {
                                         n,

@@ -127,6 +127,12 @@ impl Placed {
     pub fn paths(&self) -> impl Iterator<Item = &StorePath> {
         self.items.iter().map(|i| &i.path)
     }
+
+    /// Each output's path with its references: what a dependent's closure is made of
+    /// until the commit.
+    pub fn references(&self) -> impl Iterator<Item = (&StorePath, &BTreeSet<StorePath>)> {
+        self.items.iter().map(|i| (&i.path, &i.refs))
+    }
 }
 
 impl Drop for Placed {
@@ -227,7 +233,6 @@ impl LocalStore {
         });
         let synced = if needs_syncfs {
             self.make_durable(&self.store_dir, Durable::Filesystem)
-                .map_err(|e| e.to_string())
         } else {
             Ok(())
         };
@@ -235,12 +240,25 @@ impl LocalStore {
             .into_iter()
             .map(|p| match &synced {
                 Ok(()) => self.commit_one(p),
-                // `p` is dropped: what it placed is removed.
-                Err(why) => Err(
-                    StoreError::io("syncing the filesystem of", &self.store_dir)(
-                        std::io::Error::other(why.clone()),
+                // `p` is dropped: what it placed is removed. Every build of the batch
+                // gets the sync's error (its errno; the message is the same).
+                Err(e) => Err(match e {
+                    StoreError::Io {
+                        action,
+                        path,
+                        source,
+                    } => StoreError::Io {
+                        action,
+                        path: path.clone(),
+                        source: match source.raw_os_error() {
+                            Some(code) => std::io::Error::from_raw_os_error(code),
+                            None => std::io::Error::new(source.kind(), source.to_string()),
+                        },
+                    },
+                    other => StoreError::io("syncing the filesystem of", &self.store_dir)(
+                        std::io::Error::other(other.to_string()),
                     ),
-                ),
+                }),
             })
             .collect()
     }

@@ -28,6 +28,16 @@ fn tree(dir: &Path) -> PathBuf {
     t
 }
 
+/// A normalised one-file tree at `dir/name` holding `text`, with its NAR hash and size.
+fn scratch(dir: &Path, name: &str, text: &str) -> (PathBuf, Hash, u64) {
+    let d = dir.join(name);
+    fs::create_dir(&d).expect("mkdir");
+    fs::write(d.join("f"), text).expect("write");
+    normalise_tree(&d).expect("normalise");
+    let (h, n) = nar::hash_path(&d, HashAlgo::Blake3).expect("hash");
+    (d, h, n)
+}
+
 fn set(paths: &[&StorePath]) -> BTreeSet<StorePath> {
     paths.iter().map(|p| (*p).clone()).collect()
 }
@@ -1021,14 +1031,6 @@ fn a_build_records_its_realisation_and_derivation_output_together() {
 fn a_built_output_is_registered_with_its_records_or_not_at_all() {
     let (tmp, s) = store();
     let (drv, _, _) = drv_and_two_paths(&s);
-    let scratch = |name: &str, text: &str| {
-        let dir = tmp.path().join(name);
-        fs::create_dir(&dir).expect("mkdir");
-        fs::write(dir.join("f"), text).expect("write");
-        normalise_tree(&dir).expect("normalise");
-        let (h, n) = nar::hash_path(&dir, HashAlgo::Blake3).expect("hash");
-        (dir, h, n)
-    };
     let out: StorePath = "/rocmx/store/00bgd045z0d4icpbc2yyz4gx48ak44la-out"
         .parse()
         .expect("p");
@@ -1058,7 +1060,7 @@ fn a_built_output_is_registered_with_its_records_or_not_at_all() {
         .add_text("gone.drv", b"Derive([1])", &BTreeSet::new())
         .expect("gone");
     s.delete(std::slice::from_ref(&gone)).expect("delete");
-    let (dir, h, n) = scratch("one", "1");
+    let (dir, h, n) = scratch(tmp.path(), "one", "1");
     let e = register(&dir, h, n, &out, &built(&gone, "h0", true)).expect_err("not valid");
     assert!(matches!(e, StoreError::NotValid { .. }), "{e}");
     assert_eq!(s.path_info(&out).expect("info"), None);
@@ -1066,7 +1068,7 @@ fn a_built_output_is_registered_with_its_records_or_not_at_all() {
     assert_eq!(s.query_realisation("h0", "out").expect("q"), None);
 
     // All three.
-    let (dir, h, n) = scratch("two", "2");
+    let (dir, h, n) = scratch(tmp.path(), "two", "2");
     register(&dir, h, n, &out, &built(&drv, "h1", true)).expect("register");
     assert!(!dir.exists());
     assert_eq!(
@@ -1083,7 +1085,7 @@ fn a_built_output_is_registered_with_its_records_or_not_at_all() {
     );
 
     // Valid already (another key gave the same path): the records, the copy removed.
-    let (dir, h, n) = scratch("three", "2");
+    let (dir, h, n) = scratch(tmp.path(), "three", "2");
     register(&dir, h, n, &out, &built(&drv, "h2", true)).expect("again");
     assert!(!dir.exists());
     assert_eq!(
@@ -1095,7 +1097,7 @@ fn a_built_output_is_registered_with_its_records_or_not_at_all() {
     let fixed: StorePath = "/rocmx/store/11bgd045z0d4icpbc2yyz4gx48ak44la-fixed"
         .parse()
         .expect("p");
-    let (dir, h, n) = scratch("four", "4");
+    let (dir, h, n) = scratch(tmp.path(), "four", "4");
     register(&dir, h, n, &fixed, &built(&drv, "h3", false)).expect("fixed");
     assert_eq!(s.query_realisation("h3", "out").expect("q"), None);
     assert_eq!(

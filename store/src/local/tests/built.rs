@@ -6,20 +6,25 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use super::{drv_and_two_paths, set, store};
-use crate::hash::{Hash, HashAlgo};
-use crate::local::{normalise_tree, BuiltOutput, BuiltPath, LocalStore, StoreError};
-use crate::nar;
+use super::{drv_and_two_paths, scratch, set, store};
+use crate::hash::Hash;
+use crate::local::{BuiltOutput, BuiltPath, LocalStore, StoreError};
 use crate::path::StorePath;
 
-/// A normalised one-file tree at `dir/name` holding `text`, with its NAR hash and size.
-fn scratch(dir: &Path, name: &str, text: &str) -> (PathBuf, Hash, u64) {
-    let d = dir.join(name);
-    fs::create_dir(&d).expect("mkdir");
-    fs::write(d.join("f"), text).expect("write");
-    normalise_tree(&d).expect("normalise");
-    let (h, n) = nar::hash_path(&d, HashAlgo::Blake3).expect("hash");
-    (d, h, n)
+/// Two paths, `a` and `b`, with a scratch tree each.
+type Pair = (
+    StorePath,
+    StorePath,
+    (PathBuf, Hash, u64),
+    (PathBuf, Hash, u64),
+);
+fn pair(dir: &Path) -> Pair {
+    (
+        path("/rocmx/store/00bgd045z0d4icpbc2yyz4gx48ak44la-a"),
+        path("/rocmx/store/1cbgd045z0d4icpbc2yyz4gx48ak44la-b"),
+        scratch(dir, "a", "a"),
+        scratch(dir, "b", "b"),
+    )
 }
 
 fn path(s: &str) -> StorePath {
@@ -55,12 +60,9 @@ fn valid(s: &LocalStore, p: &StorePath) -> bool {
 fn placed_outputs_become_valid_at_their_commit_in_order() {
     let (tmp, s) = store();
     let (drv, _, _) = drv_and_two_paths(&s);
-    let a = path("/rocmx/store/00bgd045z0d4icpbc2yyz4gx48ak44la-a");
-    let b = path("/rocmx/store/1cbgd045z0d4icpbc2yyz4gx48ak44la-b");
+    let (a, b, (da, ha, na), (db, hb, nb)) = pair(tmp.path());
     let none = BTreeSet::new();
     let on_a = set(&[&a]);
-    let (da, ha, na) = scratch(tmp.path(), "a", "a");
-    let (db, hb, nb) = scratch(tmp.path(), "b", "b");
     let placed_a = s.place_built(&[output(&da, &a, &none, ha, na)]).expect("a");
     let mut ob = output(&db, &b, &on_a, hb, nb);
     ob.deriver = Some(&drv);
@@ -103,12 +105,9 @@ fn placed_outputs_become_valid_at_their_commit_in_order() {
 #[test]
 fn a_commit_fails_when_its_reference_was_never_committed() {
     let (tmp, s) = store();
-    let a = path("/rocmx/store/00bgd045z0d4icpbc2yyz4gx48ak44la-a");
-    let b = path("/rocmx/store/1cbgd045z0d4icpbc2yyz4gx48ak44la-b");
+    let (a, b, (da, ha, na), (db, hb, nb)) = pair(tmp.path());
     let none = BTreeSet::new();
     let on_a = set(&[&a]);
-    let (da, ha, na) = scratch(tmp.path(), "a", "a");
-    let (db, hb, nb) = scratch(tmp.path(), "b", "b");
     let placed_a = s.place_built(&[output(&da, &a, &none, ha, na)]).expect("a");
     let placed_b = s.place_built(&[output(&db, &b, &on_a, hb, nb)]).expect("b");
     drop(placed_a);
