@@ -639,7 +639,7 @@ fn finish_fixed(ctx: &Ctx<'_>, job: &Job, out: &Out) -> Result<Finished, BuildEr
     }
     let none = BTreeSet::new();
     let placed = ctx.store.place_built(&[BuiltPath {
-        scratch: &out.host,
+        scratch: Some(&out.host),
         path,
         refs: &none,
         nar_hash: c.nar_hash,
@@ -690,9 +690,10 @@ fn finish_floating(ctx: &Ctx<'_>, job: &Job, outs: &[Out]) -> Result<Finished, B
         return compare(ctx, job, outs, &processed, existing).map(Finished::registered);
     }
     // In the order processed (an output after the siblings it refers to): one
-    // transaction registers them in that order. An output valid already (`already`) is
-    // left as it is; its records are written all the same (a rebuild that gave other
-    // bytes keeps the first realisation).
+    // transaction registers them in that order. An output valid already (`already`:
+    // not rewritten, so not to be registered) keeps the registered content; its records
+    // are written all the same (a rebuild that gave other bytes keeps the first
+    // realisation).
     let host_of = |o: &str| {
         &outs
             .iter()
@@ -700,10 +701,16 @@ fn finish_floating(ctx: &Ctx<'_>, job: &Job, outs: &[Out]) -> Result<Finished, B
             .expect("processed outputs are the job's")
             .host
     };
+    for (o, _, already) in &processed {
+        if *already {
+            // Left for the build directory's cleanup if it fails.
+            let _ = remove_tree(host_of(o));
+        }
+    }
     let built: Vec<BuiltPath<'_>> = processed
         .iter()
-        .map(|(o, p, _already)| BuiltPath {
-            scratch: host_of(o),
+        .map(|(o, p, already)| BuiltPath {
+            scratch: (!already).then(|| host_of(o).as_path()),
             path: &p.path,
             refs: &p.references,
             nar_hash: p.nar_hash,

@@ -70,8 +70,11 @@ impl BuiltRecord {
 #[derive(Debug, Clone, Copy)]
 pub struct BuiltPath<'a> {
     /// The normalised tree the build left: renamed when it is on the store's filesystem,
-    /// copied otherwise.
-    pub scratch: &'a Path,
+    /// copied otherwise. `None`: the caller found the path valid already and kept
+    /// nothing to place (a self-referencing output is then not rewritten, so its tree
+    /// must not be registered): only its records are written, and if the path is no
+    /// longer valid by then (collected meanwhile), placing fails.
+    pub scratch: Option<&'a Path>,
     /// Where it goes.
     pub path: &'a StorePath,
     /// Its references: valid by the time it is committed, or `path` itself.
@@ -160,11 +163,13 @@ impl LocalStore {
                     algo: o.nar_hash.algo(),
                 });
             }
-            if std::fs::symlink_metadata(o.scratch).is_err() {
-                return Err(StoreError::MissingScratch {
-                    path: o.path.clone(),
-                    scratch: o.scratch.to_path_buf(),
-                });
+            if let Some(scratch) = o.scratch {
+                if std::fs::symlink_metadata(scratch).is_err() {
+                    return Err(StoreError::MissingScratch {
+                        path: o.path.clone(),
+                        scratch: scratch.to_path_buf(),
+                    });
+                }
             }
         }
         let gc = lock::gc_lock(&self.state_dir, false)?;
@@ -180,13 +185,18 @@ impl LocalStore {
         };
         for o in outputs {
             let state = if self.valid_and_rooted(o.path)? {
-                fsutil::remove_tree(o.scratch)?;
+                if let Some(scratch) = o.scratch {
+                    fsutil::remove_tree(scratch)?;
+                }
                 State::Valid
             } else {
+                let Some(scratch) = o.scratch else {
+                    return Err(self.not_valid(o.path));
+                };
                 let real = self.real_path(o.path);
                 // Not valid, and we hold its lock: whatever is there is a crash leftover.
                 fsutil::remove_tree(&real)?;
-                let durable = self.place_premade(o.scratch, &real)?;
+                let durable = self.place_premade(scratch, &real)?;
                 State::Placed { real, durable }
             };
             placed.items.push(PlacedPath {

@@ -522,7 +522,7 @@ mod tests {
         fsutil::normalise_tree(&scratch).expect("normalise");
         let (h, n) = crate::nar::hash_path(&scratch, crate::hash::HashAlgo::Blake3).expect("h");
         s.register_built(crate::local::BuiltPath {
-            scratch: &scratch,
+            scratch: Some(&scratch),
             path,
             refs: &BTreeSet::new(),
             nar_hash: h,

@@ -710,7 +710,7 @@ fn add_nar_and_register_built() {
         .expect("p");
     let refs = set(&[&out, &via_nar]);
     s.register_built(BuiltPath {
-        scratch: &scratch,
+        scratch: Some(&scratch),
         path: &out,
         refs: &refs,
         nar_hash,
@@ -1039,7 +1039,7 @@ fn a_built_output_is_registered_with_its_records_or_not_at_all() {
     };
     let register = |dir: &Path, h, n, path: &StorePath, b: &(StorePath, String, bool)| {
         s.register_built(BuiltPath {
-            scratch: dir,
+            scratch: Some(dir),
             path,
             refs: &BTreeSet::new(),
             nar_hash: h,
@@ -1126,7 +1126,7 @@ fn a_build_result_left_unregistered_at_its_name_is_replaced() {
     normalise_tree(&scratch).expect("normalise");
     let (h, n) = nar::hash_path(&scratch, HashAlgo::Blake3).expect("hash");
     s.register_built(BuiltPath {
-        scratch: &scratch,
+        scratch: Some(&scratch),
         path: &out,
         refs: &BTreeSet::new(),
         nar_hash: h,

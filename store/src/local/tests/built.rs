@@ -39,7 +39,7 @@ fn output<'a>(
     n: u64,
 ) -> BuiltPath<'a> {
     BuiltPath {
-        scratch: dir,
+        scratch: Some(dir),
         path: p,
         refs,
         nar_hash: h,
@@ -193,4 +193,45 @@ fn a_placed_output_valid_already_gets_its_records_only() {
         fs::read(s.real_path(&out).join("f")).expect("read"),
         b"same"
     );
+}
+
+/// An output the caller found valid and did not keep (`scratch: None`: a self-referencing
+/// one is then not rewritten) gets its records only; if the path has gone meanwhile
+/// (collected), placing fails instead of registering anything.
+#[test]
+fn an_output_without_a_tree_must_still_be_valid() {
+    let (tmp, s) = store();
+    let (drv, _, _) = drv_and_two_paths(&s);
+    let out = path("/rocmx/store/00bgd045z0d4icpbc2yyz4gx48ak44la-out");
+    let none = BTreeSet::new();
+    let (d, h, n) = scratch(tmp.path(), "first", "x");
+    let records = |key| BuiltPath {
+        scratch: None,
+        path: &out,
+        refs: &none,
+        nar_hash: h,
+        nar_size: n,
+        deriver: Some(&drv),
+        ca: None,
+        built: Some(BuiltOutput {
+            drv: &drv,
+            drv_hash: key,
+            output: "out",
+            realise: true,
+        }),
+    };
+    let e = s.place_built(&[records("gone")]).expect_err("not valid");
+    assert!(matches!(e, StoreError::NotValid { .. }), "{e}");
+    assert!(!s.real_path(&out).exists());
+    s.register_built(output(&d, &out, &none, h, n))
+        .expect("registered");
+    let placed = s.place_built(&[records("kept")]).expect("valid");
+    for r in s.commit_built(vec![placed]) {
+        r.expect("records");
+    }
+    assert_eq!(
+        s.query_realisation("kept", "out").expect("q"),
+        Some(out.clone())
+    );
+    assert_eq!(s.query_realisation("gone", "out").expect("q"), None);
 }
