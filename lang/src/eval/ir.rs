@@ -46,7 +46,7 @@ impl Env {
         Env::new(Some(parent), smallvec::smallvec![attrs])
     }
     /// The environment `up` levels above this one.
-    #[inline]
+    #[inline(always)]
     pub fn ancestor(&self, up: u32) -> &Env {
         let mut e = self;
         for _ in 0..up {
@@ -58,15 +58,15 @@ impl Env {
         }
         e
     }
-    #[inline]
+    #[inline(always)]
     pub fn get(&self, idx: u32) -> Value {
         self.0.slots.borrow()[idx as usize].clone()
     }
-    #[inline]
+    #[inline(always)]
     pub fn set(&self, idx: u32, v: Value) {
         self.0.slots.borrow_mut()[idx as usize] = v;
     }
-    #[inline]
+    #[inline(always)]
     pub fn push(&self, v: Value) {
         self.0.slots.borrow_mut().push(v);
     }
@@ -136,6 +136,7 @@ pub struct LambdaDef {
     pub pos: Pos,
 }
 
+#[repr(u8)]
 pub enum Ir {
     Const(Value),
     /// A statically resolved variable: `up` scopes out, slot `idx`.
