@@ -46,6 +46,10 @@ impl Env {
         Env::new(Some(parent), smallvec::smallvec![attrs])
     }
     /// The environment `up` levels above this one.
+    ///
+    /// This and the slot accessors below are always inlined: as calls (which
+    /// `#[inline]` left them), the value read came back through memory and was
+    /// reloaded at once, a store-forwarding stall on every variable read.
     #[inline(always)]
     pub fn ancestor(&self, up: u32) -> &Env {
         let mut e = self;
@@ -136,6 +140,13 @@ pub struct LambdaDef {
     pub pos: Pos,
 }
 
+/// One node of the lowered expression.
+///
+/// `repr(u8)`: the tag is a byte of its own. Left to the compiler, it was
+/// folded into a `Vec`'s capacity (a niche), and every dispatch on a node
+/// (`eval`, `delay`) decoded it with a xor, a test and a conditional move before
+/// the jump; callgrind counted fib 513 M → 462 M instructions and `modules`
+/// 3.03 G → 2.88 G with the byte.
 #[repr(u8)]
 pub enum Ir {
     Const(Value),

@@ -1,0 +1,351 @@
+//! Function application: lambdas (their argument scopes, formals, curried
+//! chains sharing one scope, the pool of emptied scopes), builtins (partial
+//! applications, full calls), `__functor` sets, and the call-depth limit and
+//! interrupt check every call passes. It must not evaluate anything but the
+//! body it enters (`Evaluator::eval`) and the arguments it is handed.
+
+use std::rc::Rc;
+
+use super::error::{self, ErrorExt};
+use super::ir::{Env, Ir, IrParam, LambdaDef, Pos, Slots};
+use super::{EResult, ErrorKind, EvalError, Evaluator, GROW_EVERY, INTERRUPT_EVERY, SCOPE_POOL};
+use crate::value::{Args, Closure, PrimOpApp, Value};
+
+impl Evaluator {
+    /// Applies `f` to `arg`, adding `pos` to errors as the call site.
+    pub fn call_at(&mut self, f: &Value, arg: Value, pos: Pos) -> EResult<Value> {
+        self.call(f, arg).at_pos(pos)
+    }
+
+    /// Applies `f` to the arguments of a call spine (delayed in `env`).
+    pub(super) fn apply_spine(
+        &mut self,
+        f: Value,
+        args: &[Rc<Ir>],
+        env: &Env,
+        pos: Pos,
+    ) -> EResult<Value> {
+        self.apply_args(f, args.len(), |ev, i| ev.delay(&args[i], env), Some(pos))
+    }
+
+    /// Applies `f` to `n` arguments, the `i`-th produced by `arg(self, i)`. A
+    /// curried lambda chain (`a: b: …`) gets its scopes built directly, and a
+    /// builtin gets all its arguments at once, so neither allocates
+    /// intermediate closures or partial applications.
+    pub(super) fn apply_args(
+        &mut self,
+        mut f: Value,
+        n: usize,
+        mut arg: impl FnMut(&mut Self, usize) -> Value,
+        pos: Option<Pos>,
+    ) -> EResult<Value> {
+        let at = |r: EResult<Value>| match pos {
+            Some(p) => r.at_pos(p),
+            None => r,
+        };
+        let mut i = 0;
+        while i < n {
+            match &f {
+                Value::Lambda(c) if matches!(c.def.param, IrParam::Ident(_)) => {
+                    let a = arg(self, i);
+                    i += 1;
+                    // Borrowed, not cloned: the lambdas of a curried chain
+                    // live in `c`, which `f` keeps alive until it is replaced.
+                    let mut def = &c.def;
+                    let scope = self.ident_scope(c, a);
+                    // The rest of the chain's arguments go into the same scope:
+                    // it was made just now and nothing else can see it yet.
+                    while i < n {
+                        let next = match &*def.body {
+                            Ir::Lambda(d) if d.extends => d,
+                            _ => break,
+                        };
+                        let a = arg(self, i);
+                        i += 1;
+                        scope.push(a);
+                        def = next;
+                    }
+                    let r = self.enter(def, &scope);
+                    self.recycle_scope(scope);
+                    f = at(r)?;
+                }
+                Value::PrimOp(app) if app.args.len() + (n - i) >= app.op.arity => {
+                    let need = app.op.arity - app.args.len();
+                    let mut v = Args::new();
+                    // A push per argument: `extend` is an out-of-line call
+                    // costing more than the (at most two) clones.
+                    for x in app.args.iter() {
+                        v.push(x.clone());
+                    }
+                    for k in i..i + need {
+                        v.push(arg(self, k));
+                    }
+                    i += need;
+                    f = at(self.call_primop(app.op, v))?;
+                }
+                Value::Thunk(_) => f = self.force_owned(f)?,
+                _ => {
+                    let a = arg(self, i);
+                    i += 1;
+                    f = at(self.call(&f, a))?;
+                }
+            }
+        }
+        Ok(f)
+    }
+
+    /// Fails with [`ErrorKind::Interrupted`] when [`Evaluator::interrupt`] is raised.
+    #[cold]
+    pub(super) fn check_interrupt(&self, pos: Pos) -> EResult<()> {
+        match &self.interrupt {
+            Some(flag) if flag.load(std::sync::atomic::Ordering::Relaxed) => Err(EvalError::at(
+                ErrorKind::Interrupted,
+                "interrupted by the user".to_string(),
+                pos,
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// A builtin (`app`, with the arguments it already has) applied to one
+    /// more: called when that completes its arity, else a longer partial
+    /// application.
+    pub(super) fn call_primop_app(&mut self, app: &PrimOpApp, arg: Value) -> EResult<Value> {
+        let mut args = Args::new();
+        for x in app.args.iter() {
+            args.push(x.clone());
+        }
+        args.push(arg);
+        if args.len() == app.op.arity {
+            self.call_primop(app.op, args)
+        } else {
+            Ok(Value::PrimOp(Rc::new(PrimOpApp { op: app.op, args })))
+        }
+    }
+
+    /// Runs a builtin on its full argument list and forces the result.
+    pub(super) fn call_primop(
+        &mut self,
+        op: &'static crate::value::PrimOp,
+        args: Args,
+    ) -> EResult<Value> {
+        let r = (op.f)(self, args).builtin_frame(op.name)?;
+        self.force(&r)
+    }
+
+    /// Evaluates a lambda's body in its argument scope: counts the call depth,
+    /// grows the native stack when needed, and adds the "while calling" frame.
+    pub(super) fn enter(&mut self, def: &Rc<LambdaDef>, scope: &Env) -> EResult<Value> {
+        self.calls = self.calls.wrapping_add(1);
+        if self.calls.is_multiple_of(INTERRUPT_EVERY) {
+            self.check_interrupt(def.pos)?;
+        }
+        self.call_depth += 1;
+        if self.call_depth > self.settings.max_call_depth {
+            self.call_depth -= 1;
+            return Err(EvalError::at(
+                ErrorKind::CallDepth {
+                    limit: self.settings.max_call_depth,
+                },
+                format!(
+                    "stack overflow; max-call-depth exceeded ({}); raise it with --max-call-depth",
+                    self.settings.max_call_depth
+                ),
+                def.pos,
+            ));
+        }
+        // `nested`, written out so `eval` is inlined here on the common path.
+        self.nest += 1;
+        let r = if self.nest.is_multiple_of(GROW_EVERY) {
+            self.nested_grow(|ev| ev.eval(&def.body, scope))
+        } else {
+            self.eval(&def.body, scope)
+        };
+        self.nest -= 1;
+        self.call_depth -= 1;
+        r.frame(Some(def.pos), || match &*def.name.borrow() {
+            Some(n) => format!("while calling '{n}'"),
+            None => "while calling anonymous lambda".to_string(),
+        })
+    }
+
+    /// Applies a function value to one argument and forces the result.
+    pub fn call(&mut self, f: &Value, arg: Value) -> EResult<Value> {
+        if let Value::Lambda(c) = f {
+            return self.call_lambda(c, arg);
+        }
+        if let Value::PrimOp(app) = f {
+            return self.call_primop_app(app, arg);
+        }
+        let f = self.force(f)?;
+        match &f {
+            Value::Lambda(c) => self.call_lambda(c, arg),
+            Value::PrimOp(app) => self.call_primop_app(app, arg),
+            Value::Attrs(a) if a.contains(crate::sym::known().functor) => {
+                let functor = a
+                    .get(crate::sym::known().functor)
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                let inner = self.call(&functor, f.clone())?;
+                self.call(&inner, arg)
+            }
+            other => Err(EvalError::new(
+                ErrorKind::Type,
+                format!(
+                    "attempt to call something which is not a function but {}",
+                    self.describe_value(other)
+                ),
+            )),
+        }
+    }
+
+    /// Applies `f` to several arguments in turn.
+    pub fn call_n(&mut self, f: &Value, args: impl IntoIterator<Item = Value>) -> EResult<Value> {
+        let args: smallvec::SmallVec<[Value; 4]> = args.into_iter().collect();
+        let r = self.apply_args(f.clone(), args.len(), |_, i| args[i].clone(), None)?;
+        self.force_owned(r)
+    }
+
+    /// `f a b`, the common shape of callbacks (`sort`, `foldl'`, `mapAttrs`).
+    pub fn call2(&mut self, f: &Value, a: Value, b: Value) -> EResult<Value> {
+        let mut args = [Some(a), Some(b)];
+        let r = self.apply_args(
+            f.clone(),
+            2,
+            |_, i| args[i].take().unwrap_or(Value::Null),
+            None,
+        )?;
+        self.force_owned(r)
+    }
+
+    pub(super) fn call_lambda(&mut self, c: &Rc<Closure>, arg: Value) -> EResult<Value> {
+        let scope = self.bind_args(c, arg)?;
+        let r = self.enter(&c.def, &scope);
+        self.recycle_scope(scope);
+        r
+    }
+
+    /// The scope the body of `x: …` (closure `c`) runs in with `arg`: a new
+    /// one-slot scope over the closure's, or, for a lambda continuing a curried
+    /// chain ([`LambdaDef::extends`]), a copy of the closure's scope (the
+    /// chain's earlier arguments) with `arg` pushed, over the same parent.
+    #[inline]
+    pub(super) fn ident_scope(&mut self, c: &Closure, arg: Value) -> Env {
+        if !c.def.extends {
+            return self.arg_scope(&c.env, arg);
+        }
+        let mut slots = c.env.0.slots.borrow().clone();
+        slots.push(arg);
+        Env::new(c.env.0.parent.as_ref(), slots)
+    }
+
+    /// The one-slot scope a lambda `x: …` runs in, over `parent`; reuses a
+    /// pooled allocation when there is one.
+    #[inline]
+    pub(super) fn arg_scope(&mut self, parent: &Env, arg: Value) -> Env {
+        if let Some(mut rc) = self.scope_pool.pop() {
+            // Pooled scopes are unique, empty and parentless.
+            if let Some(inner) = Rc::get_mut(&mut rc) {
+                inner.parent = Some(parent.clone());
+                inner.slots.get_mut().push(arg);
+                return Env(rc);
+            }
+        }
+        Env::new(Some(parent), smallvec::smallvec![arg])
+    }
+
+    /// Called when a call's scope is done with: if nothing captured it (no
+    /// closure or thunk holds it), empties it into the pool instead of freeing
+    /// it. Its parent, the closure's scope, is kept alive by the closure, so
+    /// it is not tried (a curried chain's arguments share one scope).
+    #[inline]
+    pub(super) fn recycle_scope(&mut self, scope: Env) {
+        let mut rc = scope.0;
+        if self.scope_pool.len() >= SCOPE_POOL {
+            return;
+        }
+        let Some(inner) = Rc::get_mut(&mut rc) else {
+            return;
+        };
+        let slots = inner.slots.get_mut();
+        if slots.spilled() {
+            return;
+        }
+        slots.clear();
+        inner.parent = None;
+        self.scope_pool.push(rc);
+    }
+
+    /// Builds the scope a lambda's body runs in: the argument, or the formals
+    /// matched against the argument set (with defaults and `@`).
+    pub(super) fn bind_args(&mut self, c: &Rc<Closure>, arg: Value) -> EResult<Env> {
+        let def = &c.def;
+        match &def.param {
+            IrParam::Ident(_) => Ok(self.ident_scope(c, arg)),
+            IrParam::Formals {
+                formals,
+                ellipsis,
+                at,
+                ..
+            } => {
+                let forced = self.force(&arg)?;
+                let Value::Attrs(attrs) = &forced else {
+                    return Err(EvalError::at(
+                        ErrorKind::Type,
+                        format!("expected a set but found {}", self.describe_value(&forced)),
+                        def.pos,
+                    ));
+                };
+                let fname = || match &*def.name.borrow() {
+                    Some(n) => format!("function '{n}'"),
+                    None => "function 'anonymous lambda'".to_string(),
+                };
+                if !*ellipsis {
+                    for k in attrs.keys() {
+                        if !formals.iter().any(|(n, _)| n == k) {
+                            let mut msg =
+                                format!("{} called with unexpected argument '{k}'", fname());
+                            if let Some(s) =
+                                error::did_you_mean(k, formals.iter().map(|(n, _)| n.as_str()))
+                            {
+                                msg.push_str(&format!("; did you mean '{s}'?"));
+                            }
+                            return Err(EvalError::at(ErrorKind::Type, msg, def.pos));
+                        }
+                    }
+                }
+                let env = Env::new(Some(&c.env), Slots::with_capacity(formals.len() + 1));
+                let mut defaults = Vec::new();
+                for (i, (name, default)) in formals.iter().enumerate() {
+                    match attrs.get(name) {
+                        Some(v) => env.push(v.clone()),
+                        None => match default {
+                            Some(d) => {
+                                env.push(Value::Null);
+                                defaults.push((i, d));
+                            }
+                            None => {
+                                return Err(EvalError::at(
+                                    ErrorKind::Type,
+                                    format!(
+                                        "{} called without required argument '{name}'",
+                                        fname()
+                                    ),
+                                    def.pos,
+                                ))
+                            }
+                        },
+                    }
+                }
+                for (i, d) in defaults {
+                    let v = self.delay_in_new_scope(d, &env);
+                    env.set(i as u32, v);
+                }
+                if at.is_some() {
+                    env.push(forced.clone());
+                }
+                Ok(env)
+            }
+        }
+    }
+}

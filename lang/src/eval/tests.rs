@@ -1,0 +1,290 @@
+//! Tests of the evaluator's own machinery: scopes, selections, copies of
+//! sources, interruption. The language's behaviour is tested against Nix by
+//! the conformance suite and by each builtin's tests.
+
+use std::cell::Cell;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use super::{EResult, EvalSettings, Evaluator};
+use crate::store::{EvalStore, MemStore, PathFilter};
+use rocmx_store::StorePath;
+
+/// A store that counts copies of sources.
+struct Counting {
+    inner: MemStore,
+    adds: Cell<usize>,
+}
+
+impl EvalStore for Counting {
+    fn add_path(
+        &self,
+        src: &Path,
+        name: &str,
+        filter: Option<&mut PathFilter<'_>>,
+    ) -> EResult<StorePath> {
+        self.adds.set(self.adds.get() + 1);
+        self.inner.add_path(src, name, filter)
+    }
+    fn add_fixed(
+        &self,
+        src: &Path,
+        name: &str,
+        method: rocmx_store::IngestionMethod,
+        expected: &rocmx_store::Hash,
+    ) -> EResult<StorePath> {
+        self.inner.add_fixed(src, name, method, expected)
+    }
+    fn add_text(&self, name: &str, text: &str, refs: &BTreeSet<StorePath>) -> EResult<StorePath> {
+        self.inner.add_text(name, text, refs)
+    }
+    fn realise_path(&self, p: &Path) -> Option<PathBuf> {
+        self.inner.realise_path(p)
+    }
+}
+
+/// Regression: every interpolation of the same path literal copied and
+/// hashed it again (50 derivations with `${./bb}` hashed busybox 50 times).
+#[test]
+fn a_path_is_copied_once_per_evaluation() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("f");
+    std::fs::write(&f, "x").unwrap();
+    let store = Rc::new(Counting {
+        inner: MemStore::new(),
+        adds: Cell::new(0),
+    });
+    let mut ev = Evaluator::new(EvalSettings::default(), store.clone());
+    let expr = format!(
+        "let p = {}; in [ \"${{p}}\" \"${{p}}\" \"${{p}}\" ]",
+        f.display()
+    );
+    let v = ev.eval_string(&expr, dir.path()).unwrap();
+    ev.force_deep(&v).unwrap();
+    assert_eq!(store.adds.get(), 1);
+}
+
+/// A raised interrupt flag stops an evaluation that would run for ages, `tryEval`
+/// does not catch it, and the evaluator works again once the flag is lowered.
+#[test]
+fn the_interrupt_flag_stops_an_evaluation() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let flag = Arc::new(AtomicBool::new(false));
+    let f2 = flag.clone();
+    std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        f2.store(true, Ordering::Relaxed);
+    });
+    let mut ev = Evaluator::new(EvalSettings::default(), Rc::new(MemStore::new()));
+    ev.interrupt = Some(flag.clone());
+    let endless = "let f = n: if n == 0 then 0 else f (n - 1) + f (n - 1); in \
+                   builtins.tryEval (f 60)";
+    let e = ev.eval_string(endless, Path::new("/")).unwrap_err();
+    assert_eq!(e.kind, super::ErrorKind::Interrupted);
+    assert_eq!(e.msg, "interrupted by the user");
+    flag.store(false, Ordering::Relaxed);
+    let v = ev
+        .eval_string(
+            "let f = n: if n == 0 then 0 else f (n - 1) + 1; in f 10000",
+            Path::new("/"),
+        )
+        .unwrap();
+    assert_eq!(
+        crate::value::print::print_value(&ev.force(&v).unwrap()),
+        "10000"
+    );
+}
+
+fn eval_print(src: &str) -> String {
+    let mut ev = Evaluator::new(EvalSettings::default(), Rc::new(MemStore::new()));
+    let v = ev.eval_string(src, Path::new("/")).unwrap();
+    ev.force_deep(&v).unwrap();
+    crate::value::print::print_value(&v)
+}
+
+/// An argument selecting from an evaluated set is taken without a thunk
+/// (`peek_select`); every case where it may not be (a scope slot still
+/// being filled, an unevaluated step, a dynamic name, a default, a
+/// missing or failing attribute) must still give what a thunk gives.
+#[test]
+fn selections_from_evaluated_sets_stay_lazy_where_they_must() {
+    let id = "let id = x: x; in";
+    assert_eq!(
+        eval_print(&format!(
+            "{id} let s = {{ a.b = 1; }}; in builtins.seq s (id s.a.b)"
+        )),
+        "1"
+    );
+    assert_eq!(
+        eval_print(&format!(
+            "{id} let s = {{ a = {{ b = 2; }}; }}; in builtins.seq s.a (id s.a.b)"
+        )),
+        "2"
+    );
+    // A default naming a later formal: its slot is not set yet.
+    assert_eq!(
+        eval_print("let f = { d ? c.x, c ? { x = 3; } }: d; in f { }"),
+        "3"
+    );
+    assert_eq!(eval_print("(rec { b = a.x; a = { x = 4; }; }).b"), "4");
+    // A default naming `@args`, which is pushed after the defaults.
+    assert_eq!(
+        eval_print("({ x ? 0, z ? args.x }@args: z) { x = 9; }"),
+        "9"
+    );
+    // The same for arithmetic, which is computed early when it can be: this
+    // panicked (index out of bounds) before the slot was looked up with `get`.
+    assert_eq!(eval_print("({ x ? 0, z ? args + 1 }@args: x) { }"), "0");
+    assert_eq!(eval_print("({ x ? 0, z ? x + 1 }: z) { }"), "1");
+    assert_eq!(
+        eval_print(&format!(
+            "{id} let n = \"x\"; s = {{ x = 5; }}; in builtins.seq s (id s.${{n}})"
+        )),
+        "5"
+    );
+    assert_eq!(
+        eval_print(&format!(
+            "{id} let s = {{ }}; in builtins.seq s (id s.z or 6)"
+        )),
+        "6"
+    );
+    // Missing and failing attributes fail only when the argument is used.
+    assert_eq!(
+        eval_print(&format!(
+            "{id} let s = {{ }}; k = _: 7; in builtins.seq s (k s.z)"
+        )),
+        "7"
+    );
+    assert_eq!(
+        eval_print(&format!(
+            "{id} let s = {{ a = throw \"no\"; }}; k = _: 8; in builtins.seq s (k s.a)"
+        )),
+        "8"
+    );
+    let mut ev = Evaluator::new(EvalSettings::default(), Rc::new(MemStore::new()));
+    let err = ev
+        .eval_string(
+            "let s = { }; id = x: x; in builtins.seq s (id s.z)",
+            Path::new("/"),
+        )
+        .expect_err("selecting a missing attribute fails");
+    assert!(err.to_string().contains("attribute 'z' missing"), "{err}");
+}
+
+/// `with` scopes are found by the depths the compiler records, not by a
+/// mark on the scope: lexical names win, the innermost `with` that has the
+/// name wins, scopes between the `with`s are skipped, and a `with` scope
+/// made inside a call survives the recycling of the call's scope.
+#[test]
+fn with_lookups_follow_the_compiled_depths() {
+    assert_eq!(
+        eval_print("with { a = 1; b = 2; }; let c = 3; in with { a = 10; }; [ a b c ]"),
+        "[ 10 2 3 ]"
+    );
+    assert_eq!(eval_print("let a = 0; in with { a = 1; }; a"), "0");
+    assert_eq!(
+        eval_print("with { x = 1; }; (y: let z = y; in with { w = z; }; (v: x + w + v) 100) 10"),
+        "111"
+    );
+    assert_eq!(
+        eval_print(
+            "let f = x: with { a = x; }; (y: a + y); in \
+             builtins.foldl' (acc: x: acc + f x 1) 0 [ 1 2 3 ]"
+        ),
+        "9"
+    );
+    assert_eq!(
+        eval_print("let fs = map (x: with { inherit x; }; _: x) [ 1 2 ]; in map (f: f null) fs"),
+        "[ 1 2 ]"
+    );
+}
+
+/// `let … in` builds only a scope: `__overrides` is an ordinary binding
+/// there, while a `rec` set's and a legacy `let { }`'s still apply.
+/// Expected values from Nix 2.8.
+#[test]
+fn let_bindings_are_a_scope_and_only_rec_sets_take_overrides() {
+    use super::testing::ok_all;
+    let cases = [
+        ("let __overrides = { x = 1; }; x = 2; in x", "2"),
+        ("let __overrides = { x = 1; }; x = 2; in __overrides.x", "1"),
+        (
+            "let s = rec { __overrides = { x = 1; }; x = 2; y = x; }; in [ s.x s.y ]",
+            "[ 1 1 ]",
+        ),
+        (
+            "let s = rec { ${\"__overrides\"} = { x = 1; }; x = 2; y = x; }; in [ s.x s.y ]",
+            "[ 1 1 ]",
+        ),
+        ("let { __overrides = { body = 1; }; body = 2; }", "1"),
+        (
+            "let a = b; b = 1; inherit ({ c = 3; }) c; in [ a c ]",
+            "[ 1 3 ]",
+        ),
+        (
+            "let f = x: let y = x + 1; in let z = y * 2; in z; in f 4",
+            "10",
+        ),
+        (
+            "let xs = [ a b ]; a = 1; b = builtins.length xs; in xs",
+            "[ 1 2 ]",
+        ),
+    ];
+    ok_all(&cases);
+}
+
+/// A curried chain `a: b: …` runs in one scope (`LambdaDef::extends`):
+/// calls with all, some or one argument at a time, partial applications
+/// reused after later calls, shadowing names, closures and thunks made
+/// between the arguments, `with` and formals in the chain, and chains long
+/// enough to spill the scope's inline slots must all see the right values.
+#[test]
+fn curried_chains_share_one_scope_and_partial_applications_stay_apart() {
+    let cases = [
+        ("(a: b: c: [ a b c ]) 1 2 3", "[ 1 2 3 ]"),
+        (
+            "let f = a: b: c: [ a b c ]; g = f 1; h = g 2; in \
+             [ (h 3) (h 4) (g 5 6) (f 7 8 9) (h 10) ]",
+            "[ [ 1 2 3 ] [ 1 2 4 ] [ 1 5 6 ] [ 7 8 9 ] [ 1 2 10 ] ]",
+        ),
+        (
+            "let f = a: b: a * 10 + b; g = f 1; in [ (g 2) (f 3 4) (g 5) ]",
+            "[ 12 34 15 ]",
+        ),
+        ("(x: x: x) 1 2", "2"),
+        ("(x: y: x: [ x y ]) 1 2 3", "[ 3 2 ]"),
+        ("let x = 0; in (a: x: a + x) 1 2", "3"),
+        ("let f = a: b: { g = c: a + b + c; }; in (f 1 2).g 3", "6"),
+        (
+            "let f = a: b: [ (_: a) (_: b) ]; l = f 1 2; in \
+             [ ((builtins.elemAt l 0) 0) ((builtins.elemAt l 1) 0) ]",
+            "[ 1 2 ]",
+        ),
+        ("(a: { b }: c: a + b + c) 1 { b = 2; } 3", "6"),
+        ("(a: with { z = 5; }; b: a + b + z) 1 2", "8"),
+        ("(a: b: c: d: e: a + b + c + d + e) 1 2 3 4 5", "15"),
+        (
+            "let f = a: b: c: d: e: [ a b c d e ]; g = f 1 2; in [ (g 3 4 5) (g 6 7 8) ]",
+            "[ [ 1 2 3 4 5 ] [ 1 2 6 7 8 ] ]",
+        ),
+        (
+            "let f = a: b: c: [ a b c ]; in map (g: g 9) (map (f 1) [ 2 3 ])",
+            "[ [ 1 2 9 ] [ 1 3 9 ] ]",
+        ),
+        (
+            "builtins.foldl' (acc: x: acc + x) 0 [ 1 2 3 ] + \
+             builtins.length (builtins.sort (a: b: a < b) [ 3 1 2 ])",
+            "9",
+        ),
+        (
+            "builtins.attrValues (builtins.mapAttrs (n: v: n + toString v) { a = 1; b = 2; })",
+            "[ \"a1\" \"b2\" ]",
+        ),
+        ("let f = a: b: a; in builtins.functionArgs (f 1)", "{ }"),
+    ];
+    for (expr, want) in cases {
+        assert_eq!(eval_print(expr), want, "{expr}");
+    }
+}
