@@ -279,13 +279,13 @@ fn walk(
                     _ => None,
                 };
                 p.broken = match lenient(ev, m, "broken") {
-                    Some(Value::Bool(true)) => Some(String::new()),
+                    Some(Value::Bool(rocmx_lang::value::Flag::True)) => Some(String::new()),
                     Some(Value::String(s)) => Some(s.as_str().to_string()),
                     _ => None,
                 };
             }
             p.gfx_dependent = match lenient(ev, &a, "gfxDependent") {
-                Some(Value::Bool(b)) => Some(b),
+                Some(Value::Bool(b)) => Some(b.get()),
                 _ => None,
             };
             p.gpu_targets = gpu_targets_of(ev, &a);

@@ -99,7 +99,7 @@ fn has_attr(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let set = ev.expect_attrs(&a[1]).frame(None, || {
         "while evaluating the second argument passed to builtins.hasAttr".into()
     })?;
-    Ok(Value::Bool(set.contains(name.as_str())))
+    Ok(Value::bool(set.contains(name.as_str())))
 }
 
 /// Apply the function f to every element of attrset: each value v of name n becomes f n v.

@@ -83,7 +83,7 @@ fn has_context(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let s = ev.expect_string(&a[0]).frame(None, || {
         "while evaluating the argument passed to builtins.hasContext".into()
     })?;
-    Ok(Value::Bool(s.has_context()))
+    Ok(Value::bool(s.has_context()))
 }
 
 /// Return the string context of s: a set mapping each store path to what it refers to (path, allOutputs, outputs).
@@ -104,10 +104,10 @@ fn get_context(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     for (path, (plain, all, outputs)) in infos {
         let mut info = Vec::new();
         if plain {
-            info.push(("path", Value::Bool(true)));
+            info.push(("path", Value::bool(true)));
         }
         if all {
-            info.push(("allOutputs", Value::Bool(true)));
+            info.push(("allOutputs", Value::bool(true)));
         }
         if !outputs.is_empty() {
             info.push((

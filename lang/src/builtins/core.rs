@@ -145,10 +145,10 @@ fn deep_seq(ev: &mut Evaluator, a: Args) -> EResult<Value> {
 /// Try to shallowly evaluate e: { success = true; value = e; }, or { success = false; value = false; } when throw or assert failed.
 fn try_eval(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     match ev.force(&a[0]) {
-        Ok(v) => Ok(mk_attrs(vec![("success", Value::Bool(true)), ("value", v)])),
+        Ok(v) => Ok(mk_attrs(vec![("success", Value::bool(true)), ("value", v)])),
         Err(e) if e.is_catchable() => Ok(mk_attrs(vec![
-            ("success", Value::Bool(false)),
-            ("value", Value::Bool(false)),
+            ("success", Value::bool(false)),
+            ("value", Value::bool(false)),
         ])),
         Err(e) => Err(e),
     }
@@ -213,7 +213,7 @@ fn type_of(ev: &mut Evaluator, a: Args) -> EResult<Value> {
 
 fn is_type(ev: &mut Evaluator, a: Args, t: Type) -> EResult<Value> {
     let v = ev.force(&a[0])?;
-    Ok(Value::Bool(v.type_() == t))
+    Ok(Value::bool(v.type_() == t))
 }
 
 /// Return true if e evaluates to null, and false otherwise (equivalent to e == null).
@@ -272,7 +272,7 @@ fn function_args(ev: &mut Evaluator, a: Args) -> EResult<Value> {
                 formals
                     .iter()
                     .zip(positions)
-                    .map(|((n, d), p)| (*n, Value::Bool(d.is_some()), (*p).into()))
+                    .map(|((n, d), p)| (*n, Value::bool(d.is_some()), (*p).into()))
                     .collect(),
             ))),
             _ => Ok(mk_attrs(vec![])),

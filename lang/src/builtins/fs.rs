@@ -420,7 +420,7 @@ fn path_exists(ev: &mut Evaluator, a: Args) -> EResult<Value> {
         Ok(t) => !must_be_dir || t == "directory",
         Err(_) => false,
     };
-    Ok(Value::Bool(exists))
+    Ok(Value::bool(exists))
 }
 
 fn hash_algo(name: &str) -> EResult<HashAlgo> {

@@ -99,11 +99,11 @@ impl JsonWriter {
         let v = ev.force(v)?;
         match &v {
             Value::Null => self.out.push_str("null"),
-            Value::Bool(b) => self.out.push_str(if *b { "true" } else { "false" }),
+            Value::Bool(b) => self.out.push_str(if b.get() { "true" } else { "false" }),
             Value::Int(i) => {
                 let _ = write!(self.out, "{i}");
             }
-            Value::Float(f) => self.out.push_str(&json_float(*f)),
+            Value::Float(f) => self.out.push_str(&json_float(f.get())),
             Value::String(s) => {
                 self.ctx.extend(s.context());
                 json_escape_into(&mut self.out, s.as_str());

@@ -458,10 +458,10 @@ fn elem(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let list = arg_list(ev, &a[1], "second", "elem")?;
     for x in list.iter() {
         if ev.equal(&a[0], x)? {
-            return Ok(Value::Bool(true));
+            return Ok(Value::bool(true));
         }
     }
-    Ok(Value::Bool(false))
+    Ok(Value::bool(false))
 }
 
 fn any_or_all(ev: &mut Evaluator, a: &[Value], any: bool) -> EResult<Value> {
@@ -475,10 +475,10 @@ fn any_or_all(ev: &mut Evaluator, a: &[Value], any: bool) -> EResult<Value> {
     };
     for x in list.iter() {
         if call_pred(ev, &f, x, ctx)? == any {
-            return Ok(Value::Bool(any));
+            return Ok(Value::bool(any));
         }
     }
-    Ok(Value::Bool(!any))
+    Ok(Value::bool(!any))
 }
 
 /// Return true if the function pred returns true for at least one element of list, and false otherwise.

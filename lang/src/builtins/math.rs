@@ -35,7 +35,7 @@ pub(crate) static BUILTINS: &[PrimOp] = &[
 
 /// Return true if the value e1 is less than the value e2, and false otherwise (numbers, strings, paths or lists).
 fn less_than_op(ev: &mut Evaluator, a: Args) -> EResult<Value> {
-    ev.less_than(&a[0], &a[1]).map(Value::Bool)
+    ev.less_than(&a[0], &a[1]).map(Value::bool)
 }
 
 /// Return the sum of the numbers e1 and e2.

@@ -84,8 +84,8 @@ pub fn globals(ev: &mut Evaluator) -> (HashMap<Sym, u32>, Vec<Value>) {
             ));
         }
     }
-    entries.push((Sym::new("true"), Value::Bool(true)));
-    entries.push((Sym::new("false"), Value::Bool(false)));
+    entries.push((Sym::new("true"), Value::bool(true)));
+    entries.push((Sym::new("false"), Value::bool(false)));
     entries.push((Sym::new("null"), Value::Null));
     entries.push((
         Sym::new("currentSystem"),

@@ -166,7 +166,7 @@ impl<'a> Compiler<'a> {
         let pos = self.pos(e.span);
         Ok(Rc::new(match &e.kind {
             ExprKind::Int(i) => Ir::Const(Value::Int(*i)),
-            ExprKind::Float(f) => Ir::Const(Value::Float(*f)),
+            ExprKind::Float(f) => Ir::Const(Value::float(*f)),
             ExprKind::Str(parts) => return self.compile_str(parts, pos),
             ExprKind::Path(anchor, parts) => return self.compile_path(*anchor, parts, e.span),
             ExprKind::SearchPath(name) => {

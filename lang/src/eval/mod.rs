@@ -515,7 +515,7 @@ impl Evaluator {
                 pos,
             } => self.eval_select(expr, path, default.as_ref(), env, *pos),
             Ir::HasAttr { expr, path, pos } => {
-                self.eval_has_attr(expr, path, env, *pos).map(Value::Bool)
+                self.eval_has_attr(expr, path, env, *pos).map(Value::bool)
             }
             Ir::With { env: e, body } => {
                 let attrs = self.delay(e, env);
@@ -546,7 +546,7 @@ impl Evaluator {
             }
             Ir::Not(e, pos) => {
                 let v = self.eval(e, env)?;
-                Ok(Value::Bool(!self.expect_bool(&v).at_pos(*pos)?))
+                Ok(Value::bool(!self.expect_bool(&v).at_pos(*pos)?))
             }
             Ir::Neg(e, pos) => {
                 let v = self.eval(e, env)?;
@@ -792,14 +792,14 @@ impl Evaluator {
     pub fn describe_value(&self, v: &Value) -> String {
         match v {
             Value::Int(i) => format!("an integer: {i}"),
-            Value::Bool(b) => format!("a Boolean: {b}"),
+            Value::Bool(b) => format!("a Boolean: {}", b.get()),
             Value::String(s) => format!(
                 "a string: \"{}\"",
                 s.as_str().chars().take(60).collect::<String>()
             ),
             Value::Path(p) => format!("a path: {}", p.display()),
             Value::Null => "null".into(),
-            Value::Float(f) => format!("a float: {}", crate::value::print::format_float(*f)),
+            Value::Float(f) => format!("a float: {}", crate::value::print::format_float(f.get())),
             Value::Attrs(_) | Value::List(_) => {
                 let mut s = crate::value::print::print_value(v);
                 if s.chars().count() > 120 {

@@ -58,26 +58,26 @@ impl Evaluator {
             And => {
                 let l = self.eval(lhs, env)?;
                 if !self.expect_bool(&l).at_pos(pos)? {
-                    return Ok(Value::Bool(false));
+                    return Ok(Value::bool(false));
                 }
                 let r = self.eval(rhs, env)?;
-                Ok(Value::Bool(self.expect_bool(&r).at_pos(pos)?))
+                Ok(Value::bool(self.expect_bool(&r).at_pos(pos)?))
             }
             Or => {
                 let l = self.eval(lhs, env)?;
                 if self.expect_bool(&l).at_pos(pos)? {
-                    return Ok(Value::Bool(true));
+                    return Ok(Value::bool(true));
                 }
                 let r = self.eval(rhs, env)?;
-                Ok(Value::Bool(self.expect_bool(&r).at_pos(pos)?))
+                Ok(Value::bool(self.expect_bool(&r).at_pos(pos)?))
             }
             Impl => {
                 let l = self.eval(lhs, env)?;
                 if !self.expect_bool(&l).at_pos(pos)? {
-                    return Ok(Value::Bool(true));
+                    return Ok(Value::bool(true));
                 }
                 let r = self.eval(rhs, env)?;
-                Ok(Value::Bool(self.expect_bool(&r).at_pos(pos)?))
+                Ok(Value::bool(self.expect_bool(&r).at_pos(pos)?))
             }
             _ => {
                 // Both operands already known integers (`n < 2`, `a - b`): no
@@ -126,13 +126,13 @@ impl Evaluator {
                 let b = self.expect_attrs(r)?;
                 Ok(Value::Attrs(a.update(&b)))
             }
-            Eq => Ok(Value::Bool(self.equal(l, r)?)),
-            NotEq => Ok(Value::Bool(!self.equal(l, r)?)),
+            Eq => Ok(Value::bool(self.equal(l, r)?)),
+            NotEq => Ok(Value::bool(!self.equal(l, r)?)),
             // Nix's desugaring: `a > b` is `b < a`, `a <= b` is `!(b < a)`.
-            Lt => Ok(Value::Bool(self.less_than(l, r)?)),
-            Le => Ok(Value::Bool(!self.less_than(r, l)?)),
-            Gt => Ok(Value::Bool(self.less_than(r, l)?)),
-            Ge => Ok(Value::Bool(!self.less_than(l, r)?)),
+            Lt => Ok(Value::bool(self.less_than(l, r)?)),
+            Le => Ok(Value::bool(!self.less_than(r, l)?)),
+            Gt => Ok(Value::bool(self.less_than(r, l)?)),
+            Ge => Ok(Value::bool(!self.less_than(l, r)?)),
             And | Or | Impl | PipeLeft | PipeRight => {
                 unreachable!("lazy operators are handled in eval_binary")
             }
@@ -165,7 +165,7 @@ impl Evaluator {
             let y = self.expect_number(&r).frame(None, || {
                 format!("while evaluating the second argument of the {noun}")
             })?;
-            return Ok(Value::Float(match op {
+            return Ok(Value::float(match op {
                 BinaryOp::Add => x + y,
                 BinaryOp::Sub => x - y,
                 _ => x * y,
@@ -202,7 +202,7 @@ impl Evaluator {
             let x = self.expect_number(l).frame(None, || {
                 "while evaluating the first operand of the division".into()
             })?;
-            return Ok(Value::Float(x / divisor));
+            return Ok(Value::float(x / divisor));
         }
         let x = self.expect_int(l).frame(None, || {
             "while evaluating the first operand of the division".into()
@@ -356,9 +356,9 @@ impl Evaluator {
         let b = self.force(b)?;
         match (&a, &b) {
             (Value::Int(x), Value::Int(y)) => Ok(x < y),
-            (Value::Float(x), Value::Float(y)) => Ok(x < y),
-            (Value::Int(x), Value::Float(y)) => Ok((*x as f64) < *y),
-            (Value::Float(x), Value::Int(y)) => Ok(*x < (*y as f64)),
+            (Value::Float(x), Value::Float(y)) => Ok(x.get() < y.get()),
+            (Value::Int(x), Value::Float(y)) => Ok((*x as f64) < y.get()),
+            (Value::Float(x), Value::Int(y)) => Ok(x.get() < (*y as f64)),
             (Value::String(x), Value::String(y)) => {
                 Ok(x.as_str().as_bytes() < y.as_str().as_bytes())
             }
@@ -495,9 +495,9 @@ impl Evaluator {
                 Ok(NixString::new(itoa::Buffer::new().format(*i).to_owned()))
             }
             // Nix uses C++ `std::to_string` here: six decimals (`toString 1.5` is "1.500000").
-            Value::Float(f) if mode.coerce_more() => Ok(NixString::new(format!("{f:.6}"))),
+            Value::Float(f) if mode.coerce_more() => Ok(NixString::new(format!("{:.6}", f.get()))),
             Value::Bool(b) if mode.coerce_more() => {
-                Ok(NixString::new(if *b { "1" } else { "" }.into()))
+                Ok(NixString::new(if b.get() { "1" } else { "" }.into()))
             }
             Value::Null if mode.coerce_more() => Ok(NixString::new(String::new())),
             Value::List(l) if mode.coerce_more() => {
@@ -587,10 +587,10 @@ impl Evaluator {
     #[inline]
     pub fn expect_bool(&mut self, v: &Value) -> EResult<bool> {
         if let Value::Bool(b) = v {
-            return Ok(*b);
+            return Ok(b.get());
         }
         match self.force(v)? {
-            Value::Bool(b) => Ok(b),
+            Value::Bool(b) => Ok(b.get()),
             o => Err(self.type_error("a Boolean", &o)),
         }
     }
@@ -604,7 +604,7 @@ impl Evaluator {
     pub fn expect_number(&mut self, v: &Value) -> EResult<f64> {
         match self.force(v)? {
             Value::Int(i) => Ok(i as f64),
-            Value::Float(f) => Ok(f),
+            Value::Float(f) => Ok(f.get()),
             o => Err(self.type_error("a float", &o)),
         }
     }
@@ -731,7 +731,7 @@ fn show_type(v: &Value) -> String {
 fn as_f64(v: &Value) -> f64 {
     match v {
         Value::Int(i) => *i as f64,
-        Value::Float(f) => *f,
+        Value::Float(f) => f.get(),
         _ => 0.0,
     }
 }
@@ -751,12 +751,12 @@ pub(crate) fn int_fast_path(op: BinaryOp, a: i64, b: i64) -> Option<Value> {
         Mul => Value::Int(a.checked_mul(b)?),
         // `None` for division by zero and overflow: the slow path reports them.
         Div => Value::Int(a.checked_div(b)?),
-        Lt => Value::Bool(a < b),
-        Le => Value::Bool(a <= b),
-        Gt => Value::Bool(a > b),
-        Ge => Value::Bool(a >= b),
-        Eq => Value::Bool(a == b),
-        NotEq => Value::Bool(a != b),
+        Lt => Value::bool(a < b),
+        Le => Value::bool(a <= b),
+        Gt => Value::bool(a > b),
+        Ge => Value::bool(a >= b),
+        Eq => Value::bool(a == b),
+        NotEq => Value::bool(a != b),
         _ => return None,
     })
 }
@@ -825,8 +825,8 @@ mod tests {
         let mut ev = crate::eval::Evaluator::new(crate::eval::EvalSettings::default(), store);
         let r = ev.arith(BinaryOp::Sub, &Value::Int(10), &Value::Int(7));
         assert!(matches!(r, Ok(Value::Int(3))));
-        let r = ev.arith(BinaryOp::Div, &Value::Int(7), &Value::Float(2.0));
-        assert!(matches!(r, Ok(Value::Float(f)) if f == 3.5));
+        let r = ev.arith(BinaryOp::Div, &Value::Int(7), &Value::float(2.0));
+        assert!(matches!(r, Ok(Value::Float(f)) if f.get() == 3.5));
         let e = ev
             .arith(
                 BinaryOp::Mul,

@@ -192,7 +192,7 @@ fn read_input(
                         let s = match ev.force(&x)? {
                             Value::String(s) => s.as_str().to_string(),
                             Value::Int(n) => n.to_string(),
-                            Value::Bool(b) => b.to_string(),
+                            Value::Bool(b) => b.get().to_string(),
                             other => {
                                 return Err(err_at(
                                     format!(
@@ -253,7 +253,7 @@ fn to_param_value(
     let v = ev.force(v)?;
     Ok(match (ty, &v) {
         (ParamType::String, Value::String(s)) => Ok(ParamValue::String(s.as_str().into())),
-        (ParamType::Bool, Value::Bool(b)) => Ok(ParamValue::Bool(*b)),
+        (ParamType::Bool, Value::Bool(b)) => Ok(ParamValue::Bool(b.get())),
         (ParamType::Int, Value::Int(i)) => Ok(ParamValue::Int(*i)),
         (ParamType::ListOfString | ParamType::GfxTargets, Value::List(l)) => {
             let mut out = Vec::new();

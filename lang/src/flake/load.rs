@@ -489,7 +489,7 @@ in result
 pub(crate) fn param_to_value(p: &ParamValue) -> Value {
     match p {
         ParamValue::String(s) => Value::str(s.clone()),
-        ParamValue::Bool(b) => Value::Bool(*b),
+        ParamValue::Bool(b) => Value::bool(*b),
         ParamValue::Int(i) => Value::Int(*i),
         ParamValue::List(l) => Value::list(l.iter().map(|s| Value::str(s.clone())).collect()),
     }

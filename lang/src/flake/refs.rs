@@ -249,7 +249,7 @@ fn parse_flake_ref_op(ev: &mut Evaluator, a: Args) -> EResult<Value> {
                     Attr::Str(s) => Value::str(s.clone()),
                     // Nix stores these as unsigned and converts like C++ does.
                     Attr::Int(n) => Value::Int(*n as i64),
-                    Attr::Bool(b) => Value::Bool(*b),
+                    Attr::Bool(b) => Value::bool(*b),
                 };
                 (k.as_str(), v)
             })
@@ -282,7 +282,7 @@ fn flake_ref_to_string_op(ev: &mut Evaluator, a: Args) -> EResult<Value> {
                 ))
             }
             Value::Int(n) => Attr::Int(*n as u64),
-            Value::Bool(b) => Attr::Bool(*b),
+            Value::Bool(b) => Attr::Bool(b.get()),
             Value::String(s) => Attr::Str(s.as_str().to_string()),
             other => {
                 return Err(EvalError::new(

@@ -7,7 +7,14 @@
 //! thunk's state.
 //!
 //! A `Value` is 16 bytes; everything larger is behind an `Rc`, so cloning a value
-//! is always cheap and never copies a list or a set.
+//! is always cheap and never copies a list or a set. Every payload is one 8-byte
+//! integer or pointer (a Boolean is a [`Flag`], a float its bits, [`Float64`]):
+//! the compiler then treats a `Value` as a pair of scalars, passed and returned
+//! in two registers. With a `bool` or an `f64` payload it was returned through
+//! memory, a tag byte and a payload stored apart and reloaded at once as 16
+//! bytes, which stalls store forwarding; callgrind counted 6 % fewer
+//! instructions on `bench/eval/modules.nix` with the pair, and the user time of
+//! fib, `modules` and `pkgset` fell by about a tenth.
 
 pub mod attrs;
 pub mod context;
@@ -30,9 +37,9 @@ use crate::eval::{EResult, Evaluator};
 #[derive(Clone)]
 pub enum Value {
     Null,
-    Bool(bool),
+    Bool(Flag),
     Int(i64),
-    Float(f64),
+    Float(Float64),
     String(NixString),
     /// An absolute, lexically normalised path.
     Path(Rc<PathBuf>),
@@ -41,6 +48,53 @@ pub enum Value {
     Lambda(Rc<Closure>),
     PrimOp(Rc<PrimOpApp>),
     Thunk(Thunk),
+}
+
+/// A Boolean as a machine word, the payload of [`Value::Bool`] (see the module
+/// documentation for why it is not a `bool`). Build one with [`Value::bool`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u64)]
+pub enum Flag {
+    False = 0,
+    True = 1,
+}
+
+impl Flag {
+    #[inline]
+    pub fn get(self) -> bool {
+        matches!(self, Flag::True)
+    }
+}
+
+impl From<bool> for Flag {
+    #[inline]
+    fn from(b: bool) -> Flag {
+        if b {
+            Flag::True
+        } else {
+            Flag::False
+        }
+    }
+}
+
+/// A float as its bits, the payload of [`Value::Float`] (see the module
+/// documentation); [`Float64::get`] gives the `f64` back exactly, NaN payloads
+/// included. Build one with [`Value::float`].
+#[derive(Clone, Copy, Debug)]
+pub struct Float64(u64);
+
+impl Float64 {
+    #[inline]
+    pub fn get(self) -> f64 {
+        f64::from_bits(self.0)
+    }
+}
+
+impl From<f64> for Float64 {
+    #[inline]
+    fn from(f: f64) -> Float64 {
+        Float64(f.to_bits())
+    }
 }
 
 /// The type names Nix uses in `builtins.typeOf` and in error messages.
@@ -107,6 +161,18 @@ impl Value {
         }
     }
 
+    /// A Boolean value.
+    #[inline]
+    pub fn bool(b: bool) -> Value {
+        Value::Bool(Flag::from(b))
+    }
+
+    /// A float value.
+    #[inline]
+    pub fn float(f: f64) -> Value {
+        Value::Float(Float64::from(f))
+    }
+
     pub fn str(s: impl Into<String>) -> Value {
         Value::String(NixString::new(s.into()))
     }
@@ -139,9 +205,9 @@ impl fmt::Debug for Value {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Value::Null => write!(f, "null"),
-            Value::Bool(b) => write!(f, "{b}"),
+            Value::Bool(b) => write!(f, "{}", b.get()),
             Value::Int(i) => write!(f, "{i}"),
-            Value::Float(x) => write!(f, "{x}"),
+            Value::Float(x) => write!(f, "{}", x.get()),
             Value::String(s) => write!(f, "{:?}", s.as_str()),
             Value::Path(p) => write!(f, "{}", p.display()),
             Value::Attrs(a) => write!(f, "{{ {} attrs }}", a.len()),
@@ -301,5 +367,23 @@ impl Thunk {
     /// A stable identity for «repeated» detection while printing.
     pub fn ptr(&self) -> usize {
         Rc::as_ptr(&self.0) as *const u8 as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Flag, Float64, Value};
+
+    #[test]
+    fn scalar_payloads_round_trip_through_their_words() {
+        assert_eq!(std::mem::size_of::<Value>(), 16);
+        assert!(Flag::from(true).get());
+        assert!(!Flag::from(false).get());
+        for f in [0.0, -0.0, 1.5, f64::INFINITY, f64::MIN_POSITIVE, f64::MAX] {
+            assert_eq!(Float64::from(f).get().to_bits(), f.to_bits());
+        }
+        assert!(Float64::from(f64::NAN).get().is_nan());
+        assert!(matches!(Value::bool(true), Value::Bool(Flag::True)));
+        assert!(matches!(Value::float(2.5), Value::Float(f) if f.get() == 2.5));
     }
 }

@@ -34,11 +34,11 @@ fn print_into(out: &mut String, v: &Value, seen: &mut HashSet<usize>, holder: Op
             None => out.push_str("«thunk»"),
         },
         Value::Null => out.push_str("null"),
-        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Bool(b) => out.push_str(if b.get() { "true" } else { "false" }),
         Value::Int(i) => {
             let _ = write!(out, "{i}");
         }
-        Value::Float(f) => out.push_str(&format_float(*f)),
+        Value::Float(f) => out.push_str(&format_float(f.get())),
         Value::String(s) => out.push_str(&escape_string(s.as_str())),
         Value::Path(p) => out.push_str(&p.to_string_lossy()),
         Value::Lambda(_) => out.push_str("<LAMBDA>"),

@@ -93,11 +93,11 @@ impl Printer<'_> {
         };
         match &v {
             Value::Null => self.out.push_str("null"),
-            Value::Bool(b) => self.out.push_str(if *b { "true" } else { "false" }),
+            Value::Bool(b) => self.out.push_str(if b.get() { "true" } else { "false" }),
             Value::Int(i) => {
                 let _ = write!(self.out, "{i}");
             }
-            Value::Float(f) => self.out.push_str(&format_float(*f)),
+            Value::Float(f) => self.out.push_str(&format_float(f.get())),
             Value::String(s) => self.out.push_str(&escape_string(s.as_str())),
             Value::Path(p) => self.out.push_str(&p.to_string_lossy()),
             Value::Lambda(c) => {

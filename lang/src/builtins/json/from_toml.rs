@@ -44,8 +44,8 @@ fn convert(v: &toml::Value, timestamps: bool) -> EResult<Value> {
                 Value::str(s.clone())
             }
             toml::Value::Integer(i) => Value::Int(*i),
-            toml::Value::Float(f) => Value::Float(*f),
-            toml::Value::Boolean(b) => Value::Bool(*b),
+            toml::Value::Float(f) => Value::float(*f),
+            toml::Value::Boolean(b) => Value::bool(*b),
             toml::Value::Datetime(d) => {
                 if !timestamps {
                     return Err(toml_error("Dates and times are not supported"));

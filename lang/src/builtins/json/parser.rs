@@ -447,14 +447,14 @@ impl<'a> Parser<'a> {
     fn value_inner(&mut self, t: Token) -> EResult<Value> {
         match t.kind {
             Tok::Null => Ok(Value::Null),
-            Tok::True => Ok(Value::Bool(true)),
-            Tok::False => Ok(Value::Bool(false)),
+            Tok::True => Ok(Value::bool(true)),
+            Tok::False => Ok(Value::bool(false)),
             Tok::Int(n) => Ok(Value::Int(n)),
             Tok::BigUnsigned(n) => Err(EvalError::new(
                 ErrorKind::Eval,
                 format!("unsigned json number {n} outside of Nix integer range"),
             )),
-            Tok::Float(f) => Ok(Value::Float(f)),
+            Tok::Float(f) => Ok(Value::float(f)),
             Tok::Str(s) => {
                 if s.contains('\0') {
                     return Err(EvalError::new(ErrorKind::Eval, null_byte_error(&s)));

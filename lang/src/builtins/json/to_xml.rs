@@ -125,7 +125,9 @@ impl XmlWriter {
         let v = ev.force(v)?;
         match &v {
             Value::Int(i) => self.empty("int", &[("value", i.to_string().as_str())]),
-            Value::Bool(b) => self.empty("bool", &[("value", if *b { "true" } else { "false" })]),
+            Value::Bool(b) => {
+                self.empty("bool", &[("value", if b.get() { "true" } else { "false" })])
+            }
             Value::String(s) => {
                 self.ctx.extend(s.context());
                 self.empty("string", &[("value", s.as_str())]);
@@ -134,7 +136,7 @@ impl XmlWriter {
             Value::Null => self.empty("null", &[]),
             Value::Float(f) => self.empty(
                 "float",
-                &[("value", crate::value::print::format_float(*f).as_str())],
+                &[("value", crate::value::print::format_float(f.get()).as_str())],
             ),
             Value::Attrs(a) => {
                 if ev.is_derivation(a)? {
