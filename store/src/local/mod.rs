@@ -158,6 +158,9 @@ impl LocalStore {
         ] {
             mkdirs(&root, &d)?;
         }
+        // Each store path, and each build's directory, is an unrelated tree.
+        fsutil::spread_subdirectories(&store_dir);
+        fsutil::spread_subdirectories(&state_dir.join("builds"));
         let canon_store_dir =
             fs::canonicalize(&store_dir).map_err(StoreError::io("resolving", &store_dir))?;
         let db_path = state_dir.join("db.sqlite");

@@ -62,6 +62,33 @@ fn open_creates_the_layout() {
 }
 
 #[test]
+fn the_store_and_builds_directories_spread_their_subdirectories() {
+    use rustix::fs::IFlags;
+    let (tmp, _s) = store();
+    let root = tmp.path().join("root");
+    let flags = |d: &Path| {
+        rustix::fs::ioctl_getflags(std::fs::File::open(d).expect("open")).expect("flags")
+    };
+    // Whether this filesystem keeps the flag at all (ext2/3/4 do, tmpfs does not).
+    let probe = tmp.path().join("probe");
+    std::fs::create_dir(&probe).expect("mkdir");
+    let supported = super::fsutil::spread_subdirectories(&probe);
+    if supported {
+        assert!(flags(&probe).contains(IFlags::TOPDIR));
+    }
+    for d in ["store", "var/rocmx/builds", "var/rocmx/log"] {
+        let set = supported && flags(&root.join(d)).contains(IFlags::TOPDIR);
+        // Only the directories whose children are unrelated trees.
+        assert_eq!(set, supported && d != "var/rocmx/log", "{d}");
+    }
+    // Opening again with the flag already set is fine and keeps it.
+    LocalStore::open(&root).expect("reopen");
+    if supported {
+        assert!(flags(&root.join("store")).contains(IFlags::TOPDIR));
+    }
+}
+
+#[test]
 fn add_path_single_file_gives_the_documented_path() {
     let (tmp, s) = store();
     let f = tmp.path().join("hello.txt");
