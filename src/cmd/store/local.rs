@@ -104,7 +104,8 @@ fn add_inner(a: &AddArgs, s: &StoreOpt) -> Result<(), Fail> {
     let mut out = io::stdout().lock();
     for p in &a.paths {
         let name = add_name(p)?;
-        let sp = store.add_path(p, &name).map_err(|e| {
+        // What the user adds is usually new: copied while it is hashed.
+        let sp = store.add_new_path(p, &name).map_err(|e| {
             Fail::Msg(format!(
                 "adding '{}' to the store: {}",
                 p.display(),

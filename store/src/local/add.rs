@@ -199,7 +199,7 @@ impl LocalStore {
                 let tmp = TempDir::new(&self.store_dir)?;
                 let copy = tmp.path().join("content");
                 let scanned = ingest::scan(c)?;
-                ingest::materialise(c, &scanned, &copy)?;
+                ingest::materialise(c, &scanned.entries, &copy)?;
                 fsutil::sync_tree(&copy)?;
                 let dir = place(&copy, real)?;
                 fsutil::remove_tree(c)?;
@@ -349,9 +349,65 @@ impl LocalStore {
         self.install(
             inst,
             Content::Produce(Box::new(|dest: &Path| {
-                ingest::materialise(src, &scanned, dest)
+                ingest::materialise(src, &scanned.entries, dest)
             })),
         )?;
+        Ok(path)
+    }
+
+    /// [`Self::add_path`] for content that is probably new, as what `rocmx store add` is
+    /// given usually is: the tree is copied into a scratch directory of the store *while*
+    /// it is hashed, not after, so the copy's inode and disk work overlaps the hashing
+    /// (`add_path` hashes first, so that repeated imports during evaluation copy
+    /// nothing). One thread lists the tree ([`ingest::list`], metadata only) and
+    /// materialises it from that listing; the caller's thread scans (reads and hashes)
+    /// it; the two listings must be equal, stamps included, or the add fails with
+    /// [`StoreError::SourceChanged`], so the copy is what was hashed by the same
+    /// criterion `add_path` uses. If the path turns out valid already, the copy is
+    /// discarded (the one cost of guessing wrong). The same path, content and
+    /// registration as `add_path`.
+    pub fn add_new_path(&self, src: &Path, name: &str) -> Result<StorePath, StoreError> {
+        crate::path::validate_name(name)?;
+        let _gc = lock::gc_lock(&self.state_dir, false)?;
+        let tmp = TempDir::new(&self.store_dir)?;
+        let copy = tmp.path().join("content");
+        let (scanned, listed) = std::thread::scope(|sc| {
+            let copier = sc.spawn(|| -> Result<Vec<ingest::Entry>, StoreError> {
+                let listed = ingest::list(src)?;
+                ingest::materialise(src, &listed, &copy)?;
+                Ok(listed)
+            });
+            let scanned = ingest::scan(src);
+            let listed = copier.join().unwrap_or_else(|_| {
+                Err(StoreError::SourceChanged {
+                    path: src.to_path_buf(),
+                })
+            });
+            (scanned, listed)
+        });
+        // The scan's error first: it names the file it could not read or hash.
+        let scanned = scanned?;
+        if listed? != scanned.entries {
+            return Err(StoreError::SourceChanged {
+                path: src.to_path_buf(),
+            });
+        }
+        let refs = BTreeSet::new();
+        let ca = ContentAddress::Source {
+            nar_hash: scanned.nar_hash,
+            references: BTreeSet::new(),
+        };
+        let path = StorePath::from_ca(name, &ca)?;
+        let inst = Install {
+            path: &path,
+            nar_hash: scanned.nar_hash,
+            nar_size: scanned.nar_size,
+            refs: &refs,
+            deriver: None,
+            ca: Some(ca_string(&ca)),
+            drv_outputs: Vec::new(),
+        };
+        self.install(inst, Content::Premade(&copy))?;
         Ok(path)
     }
 
@@ -395,7 +451,7 @@ impl LocalStore {
                 self.install(
                     inst,
                     Content::Produce(Box::new(|dest: &Path| {
-                        ingest::materialise(src, &scanned, dest)
+                        ingest::materialise(src, &scanned.entries, dest)
                     })),
                 )?;
                 Ok((path, hash))

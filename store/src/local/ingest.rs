@@ -3,7 +3,9 @@
 //! Owns: [`scan`], which walks a tree once in NAR order, emits its NAR through the NAR
 //! module's token emitter into a [`HashPipe`] (BLAKE3 on another thread, file contents
 //! read straight into its buffers; the archive is never built) and records every entry
-//! with the metadata it had when read; and [`materialise`], which recreates that
+//! with the metadata it had when read; [`list`], the same walk recording the same entries
+//! without reading contents (so a copy can run while the scan hashes); and
+//! [`materialise`], which recreates that
 //! recorded tree in normalised form (see [`super::fsutil`]), copying file contents
 //! (files of 64 KiB and more with O_DIRECT writes past the page cache, smaller ones with
 //! `copy_file_range`) and checking each source file's size, inode and change time against
@@ -66,7 +68,7 @@ impl Stamp {
 }
 
 /// One entry of a scanned tree, in NAR order (parents before children).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
     /// Path relative to the root (empty for the root).
     pub rel: PathBuf,
@@ -127,6 +129,85 @@ pub fn scan(src: &Path) -> Result<Scanned, StoreError> {
         nar_hash,
         nar_size,
     })
+}
+
+/// Walks `src` in NAR order like [`scan`], recording its entries without reading any
+/// file's contents. For a tree that did not change in between, the entries equal
+/// `scan(src)`'s, stamps included: [`materialise`] from them while `scan` hashes, compare
+/// the two lists, and the copy is what was hashed (each file was read by both with the
+/// same identity, size and times). Sockets, FIFOs and devices are refused.
+pub fn list(src: &Path) -> Result<Vec<Entry>, StoreError> {
+    let mut entries = Vec::new();
+    let mut stack: Vec<Frame> = Vec::new();
+    if let Some(f) = list_node(src, PathBuf::new(), &mut entries)? {
+        stack.push(f);
+    }
+    loop {
+        let depth = stack.len();
+        let Some(top) = stack.last_mut() else {
+            break;
+        };
+        let Some(name) = top.names.get(top.next) else {
+            stack.pop();
+            continue;
+        };
+        top.next += 1;
+        let rel = top.rel.join(name);
+        if depth >= crate::tree::MAX_DEPTH {
+            return Err(crate::tree::TreeError::TooDeep {
+                path: src.to_path_buf(),
+                max: crate::tree::MAX_DEPTH,
+            }
+            .into());
+        }
+        if let Some(f) = list_node(src, rel, &mut entries)? {
+            stack.push(f);
+        }
+    }
+    Ok(entries)
+}
+
+/// One entry of [`list`]: recorded as [`node`] records it, from `lstat`.
+fn list_node(
+    src: &Path,
+    rel: PathBuf,
+    entries: &mut Vec<Entry>,
+) -> Result<Option<Frame>, StoreError> {
+    let path = join(src, &rel);
+    let m = fs::symlink_metadata(&path).map_err(StoreError::io("reading", &path))?;
+    let ft = m.file_type();
+    let kind = if ft.is_symlink() {
+        Kind::Symlink(fs::read_link(&path).map_err(StoreError::io("reading symlink", &path))?)
+    } else if ft.is_file() {
+        Kind::Regular {
+            executable: m.mode() & 0o100 != 0,
+        }
+    } else if ft.is_dir() {
+        Kind::Directory
+    } else {
+        return Err(StoreError::UnsupportedFileType {
+            path,
+            kind: special_kind(&m),
+        });
+    };
+    let frame = if kind == Kind::Directory {
+        let names = entry_names(&path).map_err(StoreError::io("listing", &path))?;
+        Some(Frame {
+            rel: rel.clone(),
+            names,
+            next: 0,
+        })
+    } else {
+        None
+    };
+    entries.push(Entry {
+        rel,
+        kind,
+        mode: m.mode(),
+        mtime: m.mtime(),
+        stamp: Stamp::of(&m),
+    });
+    Ok(frame)
 }
 
 /// The walk of [`scan`]: emits the NAR of `src` through `e`, returns the entries.
@@ -239,9 +320,9 @@ fn node(
 /// (creating inodes dominates the cost on ext4), then directories get their final mode and
 /// times, deepest first. File contents are copied in the kernel; every source file is
 /// checked to be the one that was hashed. Leaves `dest` un-synced.
-pub fn materialise(src: &Path, scanned: &Scanned, dest: &Path) -> Result<(), StoreError> {
+pub fn materialise(src: &Path, entries: &[Entry], dest: &Path) -> Result<(), StoreError> {
     let mut leaves = Vec::new();
-    for e in &scanned.entries {
+    for e in entries {
         if e.kind == Kind::Directory {
             let to = join(dest, &e.rel);
             fs::DirBuilder::new()
@@ -288,7 +369,7 @@ pub fn materialise(src: &Path, scanned: &Scanned, dest: &Path) -> Result<(), Sto
             result
         })?;
     }
-    for e in scanned.entries.iter().rev() {
+    for e in entries.iter().rev() {
         if e.kind == Kind::Directory {
             let to = join(dest, &e.rel);
             fsutil::chmod(&to, fsutil::EXEC_MODE)?;
@@ -443,13 +524,48 @@ mod tests {
     }
 
     #[test]
+    fn list_records_what_scan_records_and_sees_a_rewrite() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let root = tmp.path().join("t");
+        sample(&root);
+        let listed = list(&root).expect("list");
+        assert_eq!(listed, scan(&root).expect("scan").entries);
+        // A file rewritten between the listing and the scan: the lists differ.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        fs::write(root.join("a"), "HELLO").expect("rewrite");
+        assert_ne!(listed, scan(&root).expect("scan").entries);
+        // A single file, a symlink as the root, and a refused FIFO.
+        assert_eq!(
+            list(&root.join("a")).expect("file"),
+            scan(&root.join("a")).expect("scan").entries
+        );
+        assert_eq!(
+            list(&root.join("link")).expect("link"),
+            scan(&root.join("link")).expect("scan").entries
+        );
+        let fifo = tmp.path().join("fifo");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .expect("mkfifo");
+        assert!(matches!(
+            list(&fifo),
+            Err(StoreError::UnsupportedFileType { .. })
+        ));
+    }
+
+    #[test]
     fn materialise_copies_normalised_with_the_same_nar() {
         let tmp = tempfile::tempdir().expect("tmp");
         let root = tmp.path().join("t");
         sample(&root);
         let s = scan(&root).expect("scan");
         let dest = tmp.path().join("copy");
-        materialise(&root, &s, &dest).expect("copy");
+        materialise(&root, &s.entries, &dest).expect("copy");
         assert_eq!(scan(&dest).expect("rescan").nar_hash, s.nar_hash);
         let m = |p: &str| fs::symlink_metadata(dest.join(p)).expect("stat");
         assert_eq!(m("run").mode() & 0o7777, 0o555);
@@ -489,7 +605,7 @@ mod tests {
         }
         let s = scan(&root).expect("scan");
         let dest = tmp.path().join("copy");
-        materialise(&root, &s, &dest).expect("copy");
+        materialise(&root, &s.entries, &dest).expect("copy");
         for (i, n) in sizes.iter().enumerate() {
             let got = fs::read(dest.join(format!("f{i}"))).expect("read");
             assert_eq!(got.len(), *n, "size of f{i}");
@@ -514,7 +630,7 @@ mod tests {
         let mut f = OpenOptions::new().append(true).open(&big).expect("open");
         std::io::Write::write_all(&mut f, &[2u8; 5000]).expect("append");
         drop(f);
-        let e = materialise(&root, &s, &tmp.path().join("copy")).expect_err("grown");
+        let e = materialise(&root, &s.entries, &tmp.path().join("copy")).expect_err("grown");
         assert!(
             matches!(e, StoreError::SourceChanged { ref path } if path.ends_with("big")),
             "{e}"
@@ -528,7 +644,7 @@ mod tests {
         sample(&root);
         let s = scan(&root).expect("scan");
         fs::write(root.join("a"), "HELLO").expect("rewrite");
-        let e = materialise(&root, &s, &tmp.path().join("copy")).expect_err("changed");
+        let e = materialise(&root, &s.entries, &tmp.path().join("copy")).expect_err("changed");
         assert!(
             matches!(e, StoreError::SourceChanged { ref path } if path.ends_with("a")),
             "{e}"

@@ -169,6 +169,58 @@ fn add_same_tree_twice_is_the_same_path_and_does_not_copy_again() {
 }
 
 #[test]
+fn add_new_path_is_add_path_copied_while_hashed() {
+    let (tmp, s) = store();
+    let src = tree(tmp.path());
+    fs::write(src.join("big"), vec![3u8; 300 * 1024 + 7]).expect("write");
+    let leftovers = |s: &LocalStore| {
+        fs::read_dir(s.store_dir())
+            .expect("ls")
+            .filter(|e| {
+                let n = e.as_ref().expect("entry").file_name();
+                n.to_string_lossy().starts_with(super::fsutil::TMP_PREFIX)
+            })
+            .count()
+    };
+    let p = s.add_new_path(&src, "src").expect("add");
+    // The same path, registration and normalised content as the hash-first add.
+    let (other_tmp, other) = store();
+    let q = other.add_path(&src, "src").expect("add");
+    assert_eq!(p, q);
+    let info = s.path_info(&p).expect("info").expect("valid");
+    let (h, n) = nar::hash_path(&s.real_path(&p), HashAlgo::Blake3).expect("hash");
+    assert_eq!((info.nar_hash, info.nar_size), (h, n));
+    let mut theirs = other.path_info(&q).expect("info").expect("valid");
+    theirs.registration_time = info.registration_time;
+    assert_eq!(info, theirs);
+    let m = fs::symlink_metadata(s.real_path(&p).join("sub/run")).expect("stat");
+    assert_eq!((m.mode() & 0o7777, m.mtime()), (0o555, 1));
+    assert_eq!(leftovers(&s), 0);
+    // Valid already: the speculative copy is discarded, the placed path untouched.
+    let ino = fs::metadata(s.real_path(&p)).expect("stat").ino();
+    assert_eq!(s.add_new_path(&src, "src").expect("again"), p);
+    assert_eq!(fs::metadata(s.real_path(&p)).expect("stat").ino(), ino);
+    assert_eq!(leftovers(&s), 0);
+    // A single file, and the errors `add_path` gives, with nothing left behind.
+    let f = tmp.path().join("hello.txt");
+    fs::write(&f, "hello").expect("write");
+    assert_eq!(
+        s.add_new_path(&f, "hello.txt").expect("file").to_string(),
+        "/rocmx/store/4imp6rzb2s7asq3225s7n3291kzjqdrm-hello.txt"
+    );
+    let sock = tmp.path().join("sock");
+    let _l = std::os::unix::net::UnixListener::bind(&sock).expect("bind");
+    let e = s.add_new_path(&sock, "sock").expect_err("socket");
+    assert!(matches!(e, StoreError::UnsupportedFileType { .. }), "{e}");
+    assert!(s.add_new_path(&src, "bad/name").is_err());
+    assert!(s
+        .add_new_path(&tmp.path().join("missing"), "missing")
+        .is_err());
+    assert_eq!(leftovers(&s), 0);
+    drop(other_tmp);
+}
+
+#[test]
 fn add_refuses_special_files_and_bad_names() {
     let (tmp, s) = store();
     let dir = tmp.path().join("d");
