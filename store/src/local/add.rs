@@ -330,13 +330,30 @@ impl LocalStore {
     pub fn add_path(&self, src: &Path, name: &str) -> Result<StorePath, StoreError> {
         crate::path::validate_name(name)?;
         let scanned = ingest::scan(src)?;
+        let _gc = lock::gc_lock(&self.state_dir, false)?;
+        self.install_source(
+            name,
+            &scanned,
+            Content::Produce(Box::new(|dest: &Path| {
+                ingest::materialise(src, &scanned.entries, dest)
+            })),
+        )
+    }
+
+    /// Installs the scanned tree as the `source` path `name` (no references) from
+    /// `content`, and gives the path. The caller holds the GC lock (shared).
+    fn install_source(
+        &self,
+        name: &str,
+        scanned: &ingest::Scanned,
+        content: Content<'_>,
+    ) -> Result<StorePath, StoreError> {
         let refs = BTreeSet::new();
         let ca = ContentAddress::Source {
             nar_hash: scanned.nar_hash,
             references: BTreeSet::new(),
         };
         let path = StorePath::from_ca(name, &ca)?;
-        let _gc = lock::gc_lock(&self.state_dir, false)?;
         let inst = Install {
             path: &path,
             nar_hash: scanned.nar_hash,
@@ -346,12 +363,7 @@ impl LocalStore {
             ca: Some(ca_string(&ca)),
             drv_outputs: Vec::new(),
         };
-        self.install(
-            inst,
-            Content::Produce(Box::new(|dest: &Path| {
-                ingest::materialise(src, &scanned.entries, dest)
-            })),
-        )?;
+        self.install(inst, content)?;
         Ok(path)
     }
 
@@ -392,23 +404,7 @@ impl LocalStore {
                 path: src.to_path_buf(),
             });
         }
-        let refs = BTreeSet::new();
-        let ca = ContentAddress::Source {
-            nar_hash: scanned.nar_hash,
-            references: BTreeSet::new(),
-        };
-        let path = StorePath::from_ca(name, &ca)?;
-        let inst = Install {
-            path: &path,
-            nar_hash: scanned.nar_hash,
-            nar_size: scanned.nar_size,
-            refs: &refs,
-            deriver: None,
-            ca: Some(ca_string(&ca)),
-            drv_outputs: Vec::new(),
-        };
-        self.install(inst, Content::Premade(&copy))?;
-        Ok(path)
+        self.install_source(name, &scanned, Content::Premade(&copy))
     }
 
     /// Copies `src` into the store as the fixed-output object `name`: the path a

@@ -153,13 +153,7 @@ pub fn list(src: &Path) -> Result<Vec<Entry>, StoreError> {
         };
         top.next += 1;
         let rel = top.rel.join(name);
-        if depth >= crate::tree::MAX_DEPTH {
-            return Err(crate::tree::TreeError::TooDeep {
-                path: src.to_path_buf(),
-                max: crate::tree::MAX_DEPTH,
-            }
-            .into());
-        }
+        check_depth(src, depth)?;
         if let Some(f) = list_node(src, rel, &mut entries)? {
             stack.push(f);
         }
@@ -233,14 +227,7 @@ fn walk(src: &Path, e: &mut Emitter<HashPipe>) -> Result<Vec<Entry>, StoreError>
         };
         top.next += 1;
         let rel = top.rel.join(name);
-        // The entry sits at level `stack.len() + 1` (the root is level 1).
-        if depth >= crate::tree::MAX_DEPTH {
-            return Err(crate::tree::TreeError::TooDeep {
-                path: src.to_path_buf(),
-                max: crate::tree::MAX_DEPTH,
-            }
-            .into());
-        }
+        check_depth(src, depth)?;
         e.entry(name.as_bytes()).map_err(hash_err(src))?;
         match node(src, rel, e, &mut entries)? {
             Some(f) => stack.push(f),
@@ -248,6 +235,19 @@ fn walk(src: &Path, e: &mut Emitter<HashPipe>) -> Result<Vec<Entry>, StoreError>
         }
     }
     Ok(entries)
+}
+
+/// Refuses an entry below `depth` open directories when that passes
+/// [`crate::tree::MAX_DEPTH`] (the entry sits at level `depth + 1`; the root is level 1).
+fn check_depth(src: &Path, depth: usize) -> Result<(), StoreError> {
+    if depth >= crate::tree::MAX_DEPTH {
+        return Err(crate::tree::TreeError::TooDeep {
+            path: src.to_path_buf(),
+            max: crate::tree::MAX_DEPTH,
+        }
+        .into());
+    }
+    Ok(())
 }
 
 /// A [`StoreError::Io`] maker for a failed hand-over to the hashing thread.
