@@ -399,12 +399,28 @@ impl LocalStore {
         });
         // The scan's error first: it names the file it could not read or hash.
         let scanned = scanned?;
-        if listed? != scanned.entries {
+        let listed = listed?;
+        if listed != scanned.entries {
+            // The first entry the two walks saw differently (or the root, when one of
+            // them saw more entries than the other).
+            let at = listed
+                .iter()
+                .zip(&scanned.entries)
+                .find(|(a, b)| a != b)
+                .map_or(Path::new(""), |(a, _)| a.rel.as_path());
             return Err(StoreError::SourceChanged {
-                path: src.to_path_buf(),
+                path: ingest::join(src, at),
             });
         }
-        self.install_source(name, &scanned, Content::Premade(&copy))
+        // Moved to where `install` wants it and made durable as `add_path`'s copy is
+        // (an `fsync` per entry for a small tree, not a `syncfs` of the filesystem).
+        self.install_source(
+            name,
+            &scanned,
+            Content::Produce(Box::new(|dest: &Path| {
+                fs::rename(&copy, dest).map_err(StoreError::io("renaming into place", dest))
+            })),
+        )
     }
 
     /// Copies `src` into the store as the fixed-output object `name`: the path a

@@ -65,9 +65,9 @@ pub fn set_canonical_times_fd(file: &File, path: &Path) -> Result<(), StoreError
 /// siblings, in groups that earlier store paths (and their deletions) filled: on a
 /// filesystem without a journal every inode allocation there first skips each free
 /// inode deleted in the last minute or five (`recently_deleted` in the kernel's
-/// `ialloc.c`), and after a garbage collection or a churned `/tmp` that made adding a
-/// 2,078-file tree take 1.2-1.7 s instead of 0.8-1.0 s here (bench/README.md,
-/// sixteenth session). Other filesystems refuse or ignore the flag: any error leaves
+/// `ialloc.c`): after a garbage collection or in a churned `/tmp`, adding a 2,078-file
+/// tree took 1.06-1.99 s (median 1.26) without the flag and 0.71-1.28 s (median 0.74)
+/// with it, here (bench/README.md, sixteenth session). Other filesystems refuse or ignore the flag: any error leaves
 /// `dir` as it was and is not reported (only speed depends on it).
 pub fn spread_subdirectories(dir: &Path) -> bool {
     use rustix::fs::IFlags;
