@@ -328,9 +328,9 @@ if ((add_enabled)); then
             failures=$((failures + 1))
         fi
     fi
-    row "store add (fresh) vs nix-store --add (fresh)" nix_add rocmx_add 0.33 "$c_add"
+    row "store add (fresh) vs nix-store --add (fresh)" nix_add rocmx_add 0.4 "$c_add"
 else
-    printf '| %-44s | %8s | %8s | %6s | %6s | %-4s | %-8s |\n' "store add (fresh) vs nix-store --add (fresh)" - - - 0.33 - skipped
+    printf '| %-44s | %8s | %8s | %6s | %6s | %-4s | %-8s |\n' "store add (fresh) vs nix-store --add (fresh)" - - - 0.4 - skipped
     echo
     echo "store add: skipped ($add_reason)"
 fi

@@ -15,6 +15,7 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::io::{self, Read};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::db::{self, NewPath};
 use super::error::StoreError;
@@ -371,9 +372,9 @@ impl LocalStore {
     /// given usually is: the tree is copied into a scratch directory of the store *while*
     /// it is hashed, not after, so the copy's inode and disk work overlaps the hashing
     /// (`add_path` hashes first, so that repeated imports during evaluation copy
-    /// nothing). One thread lists the tree ([`ingest::list`], metadata only) and
-    /// materialises it from that listing; the caller's thread scans (reads and hashes)
-    /// it; the two listings must be equal, stamps included, or the add fails with
+    /// nothing). One thread lists the tree ([`ingest::list_until`], metadata only)
+    /// and materialises it from that listing; the caller's thread scans (reads and
+    /// hashes) it; when either side fails the other stops early; the two listings must be equal, stamps included, or the add fails with
     /// [`StoreError::SourceChanged`], so the copy is what was hashed by the same
     /// criterion `add_path` uses. If the path turns out valid already, the copy is
     /// discarded (the one cost of guessing wrong). The same path, content and
@@ -383,23 +384,37 @@ impl LocalStore {
         let _gc = lock::gc_lock(&self.state_dir, false)?;
         let tmp = TempDir::new(&self.store_dir)?;
         let copy = tmp.path().join("content");
+        // Raised by whichever side fails first, so that the other stops instead of
+        // hashing or copying the rest of the tree for nothing.
+        let stop = AtomicBool::new(false);
+        let fail = || stop.store(true, Ordering::Relaxed);
         let (scanned, listed) = std::thread::scope(|sc| {
-            let copier = sc.spawn(|| -> Result<Vec<ingest::Entry>, StoreError> {
-                let listed = ingest::list(src)?;
-                ingest::materialise(src, &listed, &copy)?;
-                Ok(listed)
+            let copier = sc.spawn(|| {
+                let r = ingest::list_until(src, &stop).and_then(|listed| match listed {
+                    Some(l) if ingest::materialise_until(src, &l, &copy, &stop)? => Ok(Some(l)),
+                    _ => Ok(None),
+                });
+                if r.is_err() {
+                    fail();
+                }
+                r
             });
-            let scanned = ingest::scan(src);
-            let listed = copier.join().unwrap_or_else(|_| {
-                Err(StoreError::SourceChanged {
-                    path: src.to_path_buf(),
-                })
-            });
+            let scanned = ingest::scan_until(src, &stop);
+            if scanned.is_err() {
+                fail();
+            }
+            // A panic there is a bug of ours: passed on as the panic it is.
+            let listed = copier
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p));
             (scanned, listed)
         });
-        // The scan's error first: it names the file it could not read or hash.
-        let scanned = scanned?;
-        let listed = listed?;
+        // The scan's error first: it names the file it could not read or hash. A side
+        // gives up (`None`) only when the other failed.
+        let (scanned, listed) = match (scanned?, listed?) {
+            (Some(s), Some(l)) => (s, l),
+            _ => unreachable!("a side of the add stopped while the other succeeded"),
+        };
         if listed != scanned.entries {
             // The first entry the two walks saw differently (or the root, when one of
             // them saw more entries than the other).

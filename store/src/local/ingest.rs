@@ -3,21 +3,23 @@
 //! Owns: [`scan`], which walks a tree once in NAR order, emits its NAR through the NAR
 //! module's token emitter into a [`HashPipe`] (BLAKE3 on another thread, file contents
 //! read straight into its buffers; the archive is never built) and records every entry
-//! with the metadata it had when read; [`list`], the same walk recording the same entries
+//! with the metadata it had when read; [`list_until`], the same walk recording the same entries
 //! without reading contents (so a copy can run while the scan hashes); and
 //! [`materialise`], which recreates that
 //! recorded tree in normalised form (see [`super::fsutil`]), copying file contents
 //! (files of 64 KiB and more with O_DIRECT writes past the page cache, smaller ones with
 //! `copy_file_range`) and checking each source file's size, inode and change time against
 //! the scan, so that the copy is exactly what was hashed or the add fails with
-//! [`StoreError::SourceChanged`].
+//! [`StoreError::SourceChanged`]. One walk skeleton ([`drive`]) serves both walks; the
+//! `…_until` forms stop early when a flag is raised (an add that lists and copies on
+//! one thread while it scans on another stops both sides when either fails).
 //!
 //! Must not: follow symlinks, write anywhere but the destination, read a file twice
 //! in one pass, recurse natively, or accept a tree deeper than
 //! [`crate::tree::MAX_DEPTH`], or write NAR tokens itself. The NAR it hashes is
 //! byte-identical to [`crate::nar::dump_path`]'s (the tests check this).
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
@@ -119,122 +121,162 @@ struct Frame {
 /// Walks `src` once in NAR order, hashing its NAR with BLAKE3 (on another thread) and
 /// recording its entries. Sockets, FIFOs and devices are refused.
 pub fn scan(src: &Path) -> Result<Scanned, StoreError> {
-    let mut e = Emitter::new(HashPipe::new(HashAlgo::Blake3));
-    // On an error the emitter is dropped, and its pipe stops the hashing thread.
-    let entries = walk(src, &mut e)?;
-    let (pipe, nar_size) = e.finish();
+    scan_until(src, &AtomicBool::new(false)).map(|s| s.expect("never stopped"))
+}
+
+/// [`scan`], giving up (`None`) as soon as `stop` is raised: the other side of a
+/// concurrent add failed.
+pub fn scan_until(src: &Path, stop: &AtomicBool) -> Result<Option<Scanned>, StoreError> {
+    let mut v = Scan {
+        e: Emitter::new(HashPipe::new(HashAlgo::Blake3)),
+        entries: Vec::new(),
+    };
+    // On an error or a stop the emitter is dropped, and its pipe stops the hashing thread.
+    v.e.magic().map_err(hash_err(src))?;
+    if !drive(src, &mut v, stop)? {
+        return Ok(None);
+    }
+    let (pipe, nar_size) = v.e.finish();
     let (nar_hash, _) = pipe.finish().map_err(hash_err(src))?;
-    Ok(Scanned {
-        entries,
+    Ok(Some(Scanned {
+        entries: v.entries,
         nar_hash,
         nar_size,
-    })
+    }))
 }
 
 /// Walks `src` in NAR order like [`scan`], recording its entries without reading any
-/// file's contents. For a tree that did not change in between, the entries equal
-/// `scan(src)`'s, stamps included: [`materialise`] from them while `scan` hashes, compare
-/// the two lists, and the copy is what was hashed (each file was read by both with the
-/// same identity, size and times). Sockets, FIFOs and devices are refused.
-pub fn list(src: &Path) -> Result<Vec<Entry>, StoreError> {
-    let mut entries = Vec::new();
+/// file's contents, and gives up (`None`) as soon as `stop` is raised. For a tree that did
+/// not change in between, the entries equal `scan(src)`'s, stamps included:
+/// [`materialise`] from them while `scan` hashes, compare the two lists, and the copy is
+/// what was hashed (each file was read by both with the same identity, size and times).
+/// Sockets, FIFOs and devices are refused.
+pub fn list_until(src: &Path, stop: &AtomicBool) -> Result<Option<Vec<Entry>>, StoreError> {
+    let mut v = List {
+        entries: Vec::new(),
+    };
+    Ok(drive(src, &mut v, stop)?.then_some(v.entries))
+}
+
+/// What a walk does at each of its steps; [`drive`] takes it through a tree in NAR order.
+trait Visit {
+    /// Records the entry `rel` of `src` (the root: empty); gives the directory to
+    /// descend into when it is one.
+    fn node(&mut self, src: &Path, rel: PathBuf) -> Result<Option<Frame>, StoreError>;
+    /// Before the node of a directory's entry `name`.
+    fn entry(&mut self, _src: &Path, _name: &OsStr) -> Result<(), StoreError> {
+        Ok(())
+    }
+    /// After the node of an entry that is not a directory.
+    fn leaf_done(&mut self, _src: &Path) -> Result<(), StoreError> {
+        Ok(())
+    }
+    /// After a directory's last entry; `nested` unless it is the root.
+    fn dir_done(&mut self, _src: &Path, _nested: bool) -> Result<(), StoreError> {
+        Ok(())
+    }
+}
+
+/// Takes `v` through `src` in NAR order (parents first, entries by name), with a stack
+/// instead of native recursion, refusing entries past [`crate::tree::MAX_DEPTH`].
+/// Gives `false` when `stop` was raised before the end.
+fn drive(src: &Path, v: &mut impl Visit, stop: &AtomicBool) -> Result<bool, StoreError> {
     let mut stack: Vec<Frame> = Vec::new();
-    if let Some(f) = list_node(src, PathBuf::new(), &mut entries)? {
+    if let Some(f) = v.node(src, PathBuf::new())? {
         stack.push(f);
     }
     loop {
         let depth = stack.len();
         let Some(top) = stack.last_mut() else {
-            break;
+            return Ok(true);
         };
+        if stop.load(Ordering::Relaxed) {
+            return Ok(false);
+        }
         let Some(name) = top.names.get(top.next) else {
             stack.pop();
+            v.dir_done(src, !stack.is_empty())?;
             continue;
         };
         top.next += 1;
         let rel = top.rel.join(name);
         check_depth(src, depth)?;
-        if let Some(f) = list_node(src, rel, &mut entries)? {
-            stack.push(f);
-        }
-    }
-    Ok(entries)
-}
-
-/// One entry of [`list`]: recorded as [`node`] records it, from `lstat`.
-fn list_node(
-    src: &Path,
-    rel: PathBuf,
-    entries: &mut Vec<Entry>,
-) -> Result<Option<Frame>, StoreError> {
-    let path = join(src, &rel);
-    let m = fs::symlink_metadata(&path).map_err(StoreError::io("reading", &path))?;
-    let ft = m.file_type();
-    let kind = if ft.is_symlink() {
-        Kind::Symlink(fs::read_link(&path).map_err(StoreError::io("reading symlink", &path))?)
-    } else if ft.is_file() {
-        Kind::Regular {
-            executable: m.mode() & 0o100 != 0,
-        }
-    } else if ft.is_dir() {
-        Kind::Directory
-    } else {
-        return Err(StoreError::UnsupportedFileType {
-            path,
-            kind: special_kind(&m),
-        });
-    };
-    let frame = if kind == Kind::Directory {
-        let names = entry_names(&path).map_err(StoreError::io("listing", &path))?;
-        Some(Frame {
-            rel: rel.clone(),
-            names,
-            next: 0,
-        })
-    } else {
-        None
-    };
-    entries.push(Entry {
-        rel,
-        kind,
-        mode: m.mode(),
-        mtime: m.mtime(),
-        stamp: Stamp::of(&m),
-    });
-    Ok(frame)
-}
-
-/// The walk of [`scan`]: emits the NAR of `src` through `e`, returns the entries.
-fn walk(src: &Path, e: &mut Emitter<HashPipe>) -> Result<Vec<Entry>, StoreError> {
-    let mut entries = Vec::new();
-    let mut stack: Vec<Frame> = Vec::new();
-    e.magic().map_err(hash_err(src))?;
-    if let Some(f) = node(src, PathBuf::new(), e, &mut entries)? {
-        stack.push(f);
-    }
-    loop {
-        let depth = stack.len();
-        let Some(top) = stack.last_mut() else {
-            break;
-        };
-        let Some(name) = top.names.get(top.next) else {
-            stack.pop();
-            e.close().map_err(hash_err(src))?; // closes the directory node
-            if !stack.is_empty() {
-                e.close().map_err(hash_err(src))?; // closes the entry holding it
-            }
-            continue;
-        };
-        top.next += 1;
-        let rel = top.rel.join(name);
-        check_depth(src, depth)?;
-        e.entry(name.as_bytes()).map_err(hash_err(src))?;
-        match node(src, rel, e, &mut entries)? {
+        v.entry(src, name)?;
+        match v.node(src, rel)? {
             Some(f) => stack.push(f),
-            None => e.close().map_err(hash_err(src))?,
+            None => v.leaf_done(src)?,
         }
     }
-    Ok(entries)
+}
+
+/// The walk of [`list_until`]: entries from `lstat`, as [`Scan`] records them.
+struct List {
+    entries: Vec<Entry>,
+}
+
+impl Visit for List {
+    fn node(&mut self, src: &Path, rel: PathBuf) -> Result<Option<Frame>, StoreError> {
+        let path = join(src, &rel);
+        let m = fs::symlink_metadata(&path).map_err(StoreError::io("reading", &path))?;
+        let ft = m.file_type();
+        let kind = if ft.is_symlink() {
+            Kind::Symlink(fs::read_link(&path).map_err(StoreError::io("reading symlink", &path))?)
+        } else if ft.is_file() {
+            Kind::Regular {
+                executable: m.mode() & 0o100 != 0,
+            }
+        } else if ft.is_dir() {
+            Kind::Directory
+        } else {
+            return Err(StoreError::UnsupportedFileType {
+                path,
+                kind: special_kind(&m),
+            });
+        };
+        let frame = if kind == Kind::Directory {
+            let names = entry_names(&path).map_err(StoreError::io("listing", &path))?;
+            Some(Frame {
+                rel: rel.clone(),
+                names,
+                next: 0,
+            })
+        } else {
+            None
+        };
+        self.entries.push(Entry {
+            rel,
+            kind,
+            mode: m.mode(),
+            mtime: m.mtime(),
+            stamp: Stamp::of(&m),
+        });
+        Ok(frame)
+    }
+}
+
+/// The walk of [`scan`]: emits the NAR of the tree through `e` and records the entries.
+struct Scan {
+    e: Emitter<HashPipe>,
+    entries: Vec<Entry>,
+}
+
+impl Visit for Scan {
+    fn node(&mut self, src: &Path, rel: PathBuf) -> Result<Option<Frame>, StoreError> {
+        node(src, rel, &mut self.e, &mut self.entries)
+    }
+    fn entry(&mut self, src: &Path, name: &OsStr) -> Result<(), StoreError> {
+        self.e.entry(name.as_bytes()).map_err(hash_err(src))
+    }
+    fn leaf_done(&mut self, src: &Path) -> Result<(), StoreError> {
+        self.e.close().map_err(hash_err(src)) // closes the entry
+    }
+    fn dir_done(&mut self, src: &Path, nested: bool) -> Result<(), StoreError> {
+        self.e.close().map_err(hash_err(src))?; // closes the directory node
+        if nested {
+            self.e.close().map_err(hash_err(src))?; // closes the entry holding it
+        }
+        Ok(())
+    }
 }
 
 /// Refuses an entry below `depth` open directories when that passes
@@ -255,6 +297,8 @@ fn hash_err(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
     move |e| StoreError::io("hashing", path)(e)
 }
 
+/// One entry of [`scan`]: its NAR tokens emitted through `e` (a file's contents read
+/// once, into the hashing pipe), recorded with the metadata it had when read.
 fn node(
     src: &Path,
     rel: PathBuf,
@@ -321,9 +365,26 @@ fn node(
 /// times, deepest first. File contents are copied in the kernel; every source file is
 /// checked to be the one that was hashed. Leaves `dest` un-synced.
 pub fn materialise(src: &Path, entries: &[Entry], dest: &Path) -> Result<(), StoreError> {
+    let done = materialise_until(src, entries, dest, &AtomicBool::new(false))?;
+    debug_assert!(done, "never stopped");
+    Ok(())
+}
+
+/// [`materialise`], giving up (`false`; what was made of `dest` is left for the caller
+/// to remove) as soon as `stop` is raised: the other side of a concurrent add failed.
+pub fn materialise_until(
+    src: &Path,
+    entries: &[Entry],
+    dest: &Path,
+    stop: &AtomicBool,
+) -> Result<bool, StoreError> {
+    let stopped = || stop.load(Ordering::Relaxed);
     let mut leaves = Vec::new();
     for e in entries {
         if e.kind == Kind::Directory {
+            if stopped() {
+                return Ok(false);
+            }
             let to = join(dest, &e.rel);
             fs::DirBuilder::new()
                 .mode(0o700)
@@ -341,7 +402,7 @@ pub fn materialise(src: &Path, entries: &[Entry], dest: &Path) -> Result<(), Sto
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
     let work = || -> Result<(), StoreError> {
-        while !failed.load(Ordering::Relaxed) {
+        while !failed.load(Ordering::Relaxed) && !stopped() {
             let Some(e) = leaves.get(next.fetch_add(1, Ordering::Relaxed)) else {
                 return Ok(());
             };
@@ -359,15 +420,15 @@ pub fn materialise(src: &Path, entries: &[Entry], dest: &Path) -> Result<(), Sto
             let handles: Vec<_> = (1..workers).map(|_| sc.spawn(work)).collect();
             let mut result = work();
             for h in handles {
-                let r = h.join().unwrap_or_else(|_| {
-                    Err(StoreError::SourceChanged {
-                        path: src.to_path_buf(),
-                    })
-                });
+                // A worker's panic is a bug of ours: passed on as the panic it is.
+                let r = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
                 result = result.and(r);
             }
             result
         })?;
+    }
+    if stopped() {
+        return Ok(false);
     }
     for e in entries.iter().rev() {
         if e.kind == Kind::Directory {
@@ -376,7 +437,7 @@ pub fn materialise(src: &Path, entries: &[Entry], dest: &Path) -> Result<(), Sto
             fsutil::set_canonical_times(&to)?;
         }
     }
-    Ok(())
+    Ok(true)
 }
 
 /// Most threads [`materialise`] uses.
@@ -453,6 +514,10 @@ mod tests {
     use super::*;
     use crate::nar;
     use std::os::unix::fs::{symlink, PermissionsExt};
+
+    fn list(src: &Path) -> Result<Vec<Entry>, StoreError> {
+        list_until(src, &AtomicBool::new(false)).map(|l| l.expect("never stopped"))
+    }
 
     fn sample(root: &Path) {
         fs::create_dir_all(root.join("sub/empty")).expect("mkdir");
@@ -556,6 +621,31 @@ mod tests {
             list(&fifo),
             Err(StoreError::UnsupportedFileType { .. })
         ));
+    }
+
+    #[test]
+    fn a_raised_stop_ends_the_walks_and_the_copy() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let root = tmp.path().join("t");
+        sample(&root);
+        let stop = AtomicBool::new(true);
+        assert!(scan_until(&root, &stop).expect("scan").is_none());
+        assert!(list_until(&root, &stop).expect("list").is_none());
+        // A lone file is walked whole in its first step: done, not stopped.
+        assert!(list_until(&root.join("a"), &stop).expect("file").is_some());
+        let entries = scan(&root).expect("scan").entries;
+        let dest = tmp.path().join("copy");
+        assert!(!materialise_until(&root, &entries, &dest, &stop).expect("copy"));
+        assert!(!dest.exists(), "nothing made once stopped");
+        // Not raised: the same walks as without a flag.
+        let go = AtomicBool::new(false);
+        assert_eq!(list_until(&root, &go).expect("list"), Some(entries.clone()));
+        assert!(materialise_until(&root, &entries, &dest, &go).expect("copy"));
+        assert_eq!(
+            scan_until(&dest, &go).expect("rescan").map(|s| s.nar_hash),
+            Some(scan(&root).expect("scan").nar_hash)
+        );
+        fsutil::remove_tree(&dest).expect("cleanup");
     }
 
     #[test]
