@@ -32,7 +32,9 @@
 //! JSON they appear both as a `log` object (the line as written) and, from
 //! [`Event::Phase`], a `phase` object.
 //!
-//! Submodules: `escapes.rs` (what builders' text becomes: escape sequences stripped or
+//! Submodules: `status.rs` (the live status area: its text, drawing it, the terminal's
+//! width), `logs.rs` (builders' log lines: cut, kept, written in each form),
+//! `escapes.rs` (what builders' text becomes: escape sequences stripped or
 //! sanitised, status lines cut), `json.rs` (the JSON objects, with serde), `tests.rs`.
 //!
 //! Must not: write to standard output (results belong to `build.rs`), decide anything
@@ -47,24 +49,21 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::common::human_size;
-use rocmx_builder::events::{phase_of_line, Event, EventSink};
+use rocmx_builder::events::{Event, EventSink};
 use rocmx_store::StorePath;
 
 mod escapes;
 mod json;
+mod logs;
+mod status;
 
-use escapes::{printable, sanitize, strip_escapes, truncate};
+use escapes::{sanitize, strip_escapes};
 use json::JsonEvent;
+use logs::shown_line;
+use status::Width;
 
 /// Time between two looks of the ticker at the status area.
 const TICK: Duration = Duration::from_millis(100);
-/// Running builds listed in the status area before "… and N more".
-const MAX_RUNNING_LINES: usize = 8;
-/// A partial log line longer than this is printed in pieces.
-const MAX_LOG_LINE: usize = 64 * 1024;
-/// Terminal width when neither the terminal nor `$COLUMNS` tells.
-const DEFAULT_WIDTH: usize = 80;
-
 /// How build progress is shown on standard error (`--log-format`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
@@ -92,42 +91,6 @@ enum Mode {
     Live,
     Plain,
     Json,
-}
-
-/// Where the width of the terminal comes from.
-#[derive(Clone, Copy, Debug)]
-enum Width {
-    /// Standard error's terminal, else `$COLUMNS`, else [`DEFAULT_WIDTH`].
-    Terminal,
-    /// Given (tests).
-    #[cfg_attr(not(test), allow(dead_code))]
-    Fixed(usize),
-}
-
-impl Width {
-    fn columns(self) -> usize {
-        match self {
-            Width::Fixed(n) => n,
-            Width::Terminal => terminal_columns()
-                .or_else(|| {
-                    std::env::var("COLUMNS")
-                        .ok()
-                        .and_then(|c| c.trim().parse::<usize>().ok())
-                        .filter(|&c| c > 0)
-                })
-                .unwrap_or(DEFAULT_WIDTH),
-        }
-    }
-}
-
-/// The width of the terminal standard error is, if it is one.
-fn terminal_columns() -> Option<usize> {
-    let stderr = std::io::stderr();
-    if !stderr.is_terminal() {
-        return None;
-    }
-    let ws = rustix::termios::tcgetwinsize(&stderr).ok()?;
-    (ws.ws_col > 0).then_some(ws.ws_col as usize)
 }
 
 /// The progress display of one run: an [`EventSink`] for the realiser that renders
@@ -657,215 +620,6 @@ impl State {
             }
         }
         self.emit(perm);
-    }
-
-    /// Cuts a chunk of `drv`'s log into lines, keeping the incomplete rest.
-    fn log_chunk(&mut self, drv: &StorePath, data: &[u8], perm: &mut Vec<u8>) {
-        let mut buf = self.partial.remove(drv).unwrap_or_default();
-        let mut rest = data;
-        while let Some(i) = rest.iter().position(|&b| b == b'\n') {
-            buf.extend_from_slice(&rest[..i]);
-            self.log_line(drv, &buf, perm);
-            buf.clear();
-            rest = &rest[i + 1..];
-        }
-        buf.extend_from_slice(rest);
-        while buf.len() > MAX_LOG_LINE {
-            let piece: Vec<u8> = buf.drain(..MAX_LOG_LINE).collect();
-            self.log_line(drv, &piece, perm);
-        }
-        if !buf.is_empty() {
-            self.partial.insert(drv.clone(), buf);
-        }
-    }
-
-    /// Prints the incomplete log line of `drv`, if any.
-    fn flush_partial(&mut self, drv: &StorePath, perm: &mut Vec<u8>) {
-        if let Some(buf) = self.partial.remove(drv) {
-            if !buf.is_empty() {
-                self.log_line(drv, &buf, perm);
-            }
-        }
-    }
-
-    /// One log line (without its `\n`) in the current form. For people (plain, live),
-    /// a phase marker is shown as the phase it announces ([`shown_line`]); JSON keeps
-    /// the line as written.
-    fn log_line(&self, drv: &StorePath, line: &[u8], perm: &mut Vec<u8>) {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        let shown;
-        let line = if self.mode == Mode::Json {
-            line
-        } else {
-            shown = shown_line(line);
-            &shown[..]
-        };
-        match self.mode {
-            Mode::Json => JsonEvent::Log {
-                drv,
-                line: String::from_utf8_lossy(line),
-            }
-            .write_to(perm),
-            Mode::Plain => {
-                perm.extend_from_slice(self.name_of(drv).as_bytes());
-                perm.extend_from_slice(b"> ");
-                perm.extend_from_slice(&strip_escapes(line));
-                perm.push(b'\n');
-            }
-            Mode::Live => {
-                perm.extend_from_slice(sanitize(&self.name_of(drv), false).as_bytes());
-                perm.extend_from_slice(b"> ");
-                let line = String::from_utf8_lossy(line);
-                perm.extend_from_slice(sanitize(&line, self.colour).as_bytes());
-                perm.push(b'\n');
-            }
-        }
-    }
-
-    /// Writes the permanent lines of one event; in the live form, above the status
-    /// area (cleared, then drawn again below them).
-    fn emit(&mut self, perm: Vec<u8>) {
-        if self.mode != Mode::Live {
-            if !perm.is_empty() {
-                let _ = self.out.write_all(&perm);
-                let _ = self.out.flush();
-            }
-            return;
-        }
-        if perm.is_empty() {
-            if !self.finished {
-                // Without a ticker, every event redraws (when the text changed).
-                if !self.ticking {
-                    self.redraw();
-                }
-                return;
-            }
-            if self.drawn.is_empty() {
-                return;
-            }
-            // Finished: the area goes away below.
-        }
-        let mut buf = Vec::with_capacity(perm.len() + 512);
-        if !self.drawn.is_empty() {
-            let _ = write!(buf, "\x1b[{}A\r\x1b[J", self.drawn.len());
-            self.drawn.clear();
-        }
-        buf.extend_from_slice(&perm);
-        if !self.finished {
-            let lines = self.render(Instant::now());
-            draw_lines(&mut buf, &lines);
-            self.drawn = lines;
-        }
-        let _ = self.out.write_all(&buf);
-        let _ = self.out.flush();
-    }
-
-    /// Draws the status area again if its text changed.
-    fn redraw(&mut self) {
-        if self.mode != Mode::Live || self.finished {
-            return;
-        }
-        let lines = self.render(Instant::now());
-        if lines == self.drawn {
-            return;
-        }
-        let mut buf = Vec::new();
-        if !self.drawn.is_empty() {
-            let _ = write!(buf, "\x1b[{}A\r", self.drawn.len());
-        }
-        draw_lines(&mut buf, &lines);
-        // What is left of a taller area.
-        buf.extend_from_slice(b"\x1b[J");
-        self.drawn = lines;
-        let _ = self.out.write_all(&buf);
-        let _ = self.out.flush();
-    }
-
-    /// The status area: counts, then the running builds (each line cut to the width).
-    fn render(&self, now: Instant) -> Vec<String> {
-        if self.known.is_empty() && self.running.is_empty() && self.fetch.paths == 0 {
-            return Vec::new();
-        }
-        let width = self.width.columns().saturating_sub(1).max(10);
-        let total = self.known.len();
-        let running = self.running.len();
-        let waiting = self.waiting.len();
-        let queued = total
-            .saturating_sub(self.done)
-            .saturating_sub(running)
-            .saturating_sub(waiting)
-            .saturating_sub(self.failed)
-            .saturating_sub(self.skipped);
-        let mut head = format!(
-            "[done {}/{total}, running {running}, queued {queued}, failed {}",
-            self.done, self.failed
-        );
-        if self.skipped > 0 {
-            head.push_str(&format!(", skipped {}", self.skipped));
-        }
-        if waiting > 0 {
-            head.push_str(&format!(", waiting {waiting}"));
-        }
-        if self.fetch.fetched < self.fetch.paths {
-            head.push_str(&format!(
-                ", fetched {}/{} paths {}/{}",
-                self.fetch.fetched,
-                self.fetch.paths,
-                human_size(self.fetch.downloaded.min(self.fetch.bytes)),
-                human_size(self.fetch.bytes)
-            ));
-        }
-        head.push(']');
-        let mut lines = vec![truncate(&head, width)];
-        let listed = self
-            .running
-            .iter()
-            .map(|r| (r, "building"))
-            .chain(self.waiting.iter().map(|r| (r, "waiting for lock on")));
-        for (r, what) in listed.take(MAX_RUNNING_LINES) {
-            let mut line = format!("  {what} {}", printable(&r.name));
-            if let Some(p) = &r.phase {
-                line.push_str(&format!(" ({})", printable(p)));
-            }
-            line.push(' ');
-            line.push_str(&elapsed(now.saturating_duration_since(r.since)));
-            lines.push(truncate(&line, width));
-        }
-        if running + waiting > MAX_RUNNING_LINES {
-            let more = format!("  … and {} more", running + waiting - MAX_RUNNING_LINES);
-            lines.push(truncate(&more, width));
-        }
-        lines
-    }
-}
-
-/// Appends status lines, each erasing the old text of its line first.
-fn draw_lines(buf: &mut Vec<u8>, lines: &[String]) {
-    for l in lines {
-        buf.extend_from_slice(b"\x1b[2K");
-        buf.extend_from_slice(l.as_bytes());
-        buf.push(b'\n');
-    }
-}
-
-/// `12s`, `3m05s`, `2h07m`.
-fn elapsed(d: Duration) -> String {
-    let s = d.as_secs();
-    if s < 60 {
-        format!("{s}s")
-    } else if s < 3600 {
-        format!("{}m{:02}s", s / 60, s % 60)
-    } else {
-        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
-    }
-}
-
-/// A builder's line as people see it: a phase marker becomes `Running phase: NAME`
-/// (nixpkgs' stdenv wording), anything else is unchanged.
-fn shown_line(line: &[u8]) -> std::borrow::Cow<'_, [u8]> {
-    match phase_of_line(line) {
-        Some(phase) => format!("Running phase: {phase}").into_bytes().into(),
-        None => line.into(),
     }
 }
 

@@ -4,6 +4,8 @@
 
 use std::collections::BTreeMap;
 
+use super::logs::MAX_LOG_LINE;
+use super::status::elapsed;
 use super::*;
 
 /// A writer into a shared buffer.
