@@ -4,7 +4,8 @@
 //! `removeAttrs` and `intersectAttrs`, plus [`expect_string_no_ctx`] (Nix's
 //! `forceStringNoCtx`, for attribute names given as strings). Values stay lazy:
 //! nothing here forces an attribute value except `getAttr`'s result. List-shaped
-//! set builders (`listToAttrs`, `zipAttrsWith`, `catAttrs`) live in `lists.rs`.
+//! set builders (`listToAttrs`, `zipAttrsWith`, `catAttrs`) live in
+//! `lists/sets.rs`.
 
 use std::rc::Rc;
 

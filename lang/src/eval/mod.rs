@@ -1,30 +1,37 @@
 //! The lazy evaluator: call-by-need interpretation of the IR.
 //!
-//! Owns forcing thunks (with blackholing, so infinite recursion is an error that
-//! names the place), the dispatch over the IR, attribute selection, `with`
-//! lookup and imports; function application and the call-depth limit are in
-//! `call.rs`. Deep recursion never overflows the native
-//! stack: evaluation grows its stack on the heap (`stacker`) and stops cleanly
-//! past `--max-call-depth`. It must not print (the CLI does) nor write to the
-//! store except through [`crate::store::EvalStore`].
+//! Owns the [`Evaluator`] and its settings, forcing thunks (with blackholing, so
+//! infinite recursion is an error that names the place), delaying expressions
+//! (computing what is already known instead of making a thunk), the dispatch
+//! over the IR and `with` lookup. Attribute sets, `let` scopes and selections are
+//! in `attrs.rs`; compiling sources, imports and which paths may be read in
+//! `import.rs`; function application and the call-depth limit in `call.rs`.
+//! Deep recursion never overflows the native stack: evaluation grows its stack
+//! on the heap (`stacker`) and stops cleanly past `--max-call-depth`. It must not
+//! print (the CLI does) nor write to the store except through
+//! [`crate::store::EvalStore`].
 
+mod attrs;
 mod call;
 pub mod compile;
 pub mod error;
+mod import;
 pub mod ir;
 mod ops;
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::rc::Rc;
 
+pub(crate) use attrs::select_evaluated;
 pub use error::{EResult, ErrorExt, ErrorKind, EvalError, Frame, SourceMap};
 pub(crate) use ops::show_value;
 pub use ops::CoerceMode;
 
 use crate::store::EvalStore;
-use crate::value::{Attrs, Closure, NixString, Sym, Thunk, ThunkState, Value};
-use compile::{Compiler, Lints};
+use crate::value::{Closure, NixString, Sym, Thunk, ThunkState, Value};
+use attrs::peek_select;
+use compile::Lints;
 use ir::*;
 
 /// Stack headroom kept free before growing onto a new heap segment. It must
@@ -144,183 +151,6 @@ impl Evaluator {
         ev.global_names = names;
         *ev.globals.0.slots.borrow_mut() = Slots::from_vec(values);
         ev
-    }
-
-    // ---- entry points ----------------------------------------------------
-
-    /// Parses and compiles `text`; `path` anchors relative path literals.
-    pub fn compile_source(
-        &mut self,
-        name: String,
-        path: Option<PathBuf>,
-        text: Rc<str>,
-        base_dir: &Path,
-    ) -> EResult<Rc<Ir>> {
-        self.compile_source_scoped(name, path, text, base_dir, None)
-    }
-
-    /// Like [`Self::compile_source`], with an extra scope of `names` between the
-    /// globals and the file (used by `scopedImport`); the environment to run the
-    /// result in must then hold one slot per name, over the globals.
-    pub fn compile_source_scoped(
-        &mut self,
-        name: String,
-        path: Option<PathBuf>,
-        text: Rc<str>,
-        base_dir: &Path,
-        scope: Option<&[Sym]>,
-    ) -> EResult<Rc<Ir>> {
-        let file = self.sources.add(name.clone(), path, text.clone());
-        let ast = crate::syntax::parse(&text).map_err(|e| {
-            EvalError::at(
-                ErrorKind::Parse,
-                if e.is_syntax_error() {
-                    format!("syntax error, {}", e.message)
-                } else {
-                    e.message.clone()
-                },
-                Pos { file, span: e.span },
-            )
-        })?;
-        let sources = &self.sources;
-        let lc = |off: u32| sources.line_col(file, off);
-        let globals = compile::GlobalScope {
-            names: &self.global_names,
-            values: &self.globals,
-        };
-        let mut c = Compiler::new(
-            globals,
-            file,
-            &name,
-            base_dir,
-            &text,
-            self.settings.lints,
-            &lc,
-        );
-        if let Some(names) = scope {
-            c.push_scope(names);
-        }
-        let ir = c.compile(&ast)?;
-        let warnings = std::mem::take(&mut c.warnings);
-        for (pos, msg) in warnings {
-            if self.settings.abort_on_warn {
-                return Err(EvalError::at(
-                    ErrorKind::Eval,
-                    format!("{msg} (a warning, fatal because of abort-on-warn)"),
-                    pos,
-                ));
-            }
-            let line = format!("warning: {msg}\n       at {}:", self.sources.describe(pos));
-            (self.on_trace)(&line);
-        }
-        Ok(ir)
-    }
-
-    /// Evaluates an expression given as text (`-E`), relative to `base_dir`.
-    pub fn eval_string(&mut self, text: &str, base_dir: &Path) -> EResult<Value> {
-        let ir = self.compile_source("«string»".into(), None, text.into(), base_dir)?;
-        let env = self.globals.clone();
-        self.eval(&ir, &env)
-    }
-
-    /// Whether `p` may be seen: not below a tracked git work tree, or tracked
-    /// in it.
-    pub fn is_visible(&self, p: &Path) -> bool {
-        self.allowed(p)
-            && self
-                .tracked
-                .iter()
-                .all(|t| t.check(p) != crate::flake::fetch::Tracked::No)
-    }
-
-    /// Whether `restrict-eval` lets the evaluation touch `p`: always without it;
-    /// with it, when `p` is below a search path entry's directory or the store.
-    fn allowed(&self, p: &Path) -> bool {
-        if !self.settings.restrict_eval {
-            return true;
-        }
-        let store = self.store.store_dir();
-        // A relative `-I` entry counts from the working directory, as the lookup does.
-        p.starts_with(store)
-            || self
-                .settings
-                .search_path
-                .iter()
-                .any(|(_, dir)| std::path::absolute(dir).is_ok_and(|d| p.starts_with(d)))
-    }
-
-    /// An error for a path a git flake does not track, or that `restrict-eval`
-    /// forbids.
-    pub fn check_tracked(&self, p: &Path) -> EResult<()> {
-        if !self.allowed(p) {
-            return Err(EvalError::new(
-                ErrorKind::Io,
-                format!(
-                    "access to path '{}' is forbidden in restricted mode (restrict-eval); add its directory to the search path with -I DIR",
-                    p.display()
-                ),
-            ));
-        }
-        match self
-            .tracked
-            .iter()
-            .find(|t| t.check(p) == crate::flake::fetch::Tracked::No)
-        {
-            None => Ok(()),
-            Some(t) => Err(EvalError::new(
-                ErrorKind::Io,
-                format!(
-                    "'{}' is not tracked by git, so the flake in '{}' cannot see it; run 'git add {}'",
-                    p.display(),
-                    t.top().display(),
-                    p.strip_prefix(t.top()).unwrap_or(p).display()
-                ),
-            )),
-        }
-    }
-
-    /// Evaluates a file (`import path`), cached per path.
-    pub fn eval_file(&mut self, path: &Path) -> EResult<Value> {
-        let mut path = path.to_path_buf();
-        if path.is_dir() {
-            path.push("default.nix");
-        }
-        if let Some(v) = self.import_cache.get(&path) {
-            return Ok(v.clone());
-        }
-        self.check_tracked(&path)?;
-        let real = self
-            .store
-            .realise_path(&path)
-            .unwrap_or_else(|| path.clone());
-        let bytes = std::fs::read(&real).map_err(|e| {
-            EvalError::new(
-                ErrorKind::Io,
-                format!("reading file '{}': {e}", path.display()),
-            )
-        })?;
-        let text = String::from_utf8(bytes).map_err(|e| {
-            EvalError::new(
-                ErrorKind::Parse,
-                format!(
-                    "file '{}' is not valid UTF-8 (at byte {})",
-                    path.display(),
-                    e.utf8_error().valid_up_to()
-                ),
-            )
-        })?;
-        let base = path.parent().unwrap_or(Path::new("/")).to_path_buf();
-        let ir = self.compile_source(
-            path.display().to_string(),
-            Some(path.clone()),
-            text.into(),
-            &base,
-        )?;
-        // Cache a thunk first so a file importing itself is infinite recursion, not a hang.
-        let env = self.globals.clone();
-        let thunk = Value::Thunk(Thunk::new(ThunkState::Suspended(ir, env)));
-        self.import_cache.insert(path, thunk.clone());
-        self.force(&thunk)
     }
 
     pub fn globals(&self) -> &Env {
@@ -585,209 +415,6 @@ impl Evaluator {
         Err(EvalError::undefined_variable(name, None)).at_pos(pos)
     }
 
-    /// The new scope of a `rec` set, a `let` or a set with `inherit (e)`
-    /// sources ([`AttrsDef::needs_env`]): for `rec`/`let` one slot per static
-    /// binding (null until set), then each source, delayed in the scope.
-    fn new_scope(&mut self, def: &AttrsDef, env: &Env) -> Env {
-        let n = if def.rec { def.statics.len() } else { 0 } + def.hidden.len();
-        let scope = Env::new(Some(env), Slots::with_capacity(n));
-        if def.rec {
-            for _ in 0..def.statics.len() {
-                scope.push(Value::Null);
-            }
-        }
-        for h in &def.hidden {
-            let v = self.delay_in_new_scope(h, &scope);
-            scope.push(v);
-        }
-        scope
-    }
-
-    /// The scope of `let … in`: one slot per binding (then the `inherit (e)`
-    /// sources), each delayed in the scope itself. No attribute set is built,
-    /// and `__overrides` is an ordinary name here, as in Nix (only a `rec`
-    /// set's, or a legacy `let { … }`'s, is applied). The parser refuses
-    /// dynamic names in a `let`, so there are none.
-    fn let_scope(&mut self, def: &AttrsDef, env: &Env) -> Env {
-        debug_assert!(def.rec && def.dynamics.is_empty());
-        let scope = self.new_scope(def, env);
-        for (i, a) in def.statics.iter().enumerate() {
-            let v = self.delay_in_new_scope(&a.value, &scope);
-            scope.set(i as u32, v);
-        }
-        scope
-    }
-
-    /// Builds the set; a `rec` set's values close over its new scope.
-    fn eval_attrs(&mut self, def: &Rc<AttrsDef>, env: &Env) -> EResult<Rc<Attrs>> {
-        let scope = if def.needs_env() {
-            self.new_scope(def, env)
-        } else {
-            env.clone()
-        };
-        let mut entries: Vec<crate::value::attrs::Entry> =
-            Vec::with_capacity(def.statics.len() + def.dynamics.len());
-        let overridable = def.rec && def.statics.iter().any(|a| a.name == "__overrides");
-        for (i, a) in def.statics.iter().enumerate() {
-            let v = if overridable {
-                // `__overrides` may replace any slot later: read nothing now.
-                match &*a.value {
-                    Ir::Const(c) => c.clone(),
-                    _ => Value::Thunk(Thunk::new(ThunkState::Suspended(
-                        a.value.clone(),
-                        scope.clone(),
-                    ))),
-                }
-            } else if def.needs_env() {
-                self.delay_in_new_scope(&a.value, &scope)
-            } else {
-                self.delay(&a.value, &scope)
-            };
-            if def.rec {
-                scope.set(i as u32, v.clone());
-            }
-            entries.push((a.name, v, a.pos.into()));
-        }
-        // The compiler sorted the statics by name (`compile_tree_with_body`).
-        let mut attrs = Attrs::from_sorted_pos(entries);
-        for (k, v, pos) in &def.dynamics {
-            let key = self.eval(k, &scope)?;
-            let key = match key {
-                Value::Null => continue,
-                Value::String(s) => Sym::new(s.as_str()),
-                other => {
-                    return Err(EvalError::at(
-                        ErrorKind::Type,
-                        format!(
-                            "expected a string but found {}",
-                            self.describe_value(&other)
-                        ),
-                        *pos,
-                    ))
-                }
-            };
-            if attrs.contains(key) {
-                return Err(EvalError::at(
-                    ErrorKind::Eval,
-                    format!("dynamic attribute '{key}' already defined"),
-                    *pos,
-                ));
-            }
-            let val = self.delay(v, &scope);
-            attrs.insert_pos(key, val, *pos);
-        }
-        // `rec { __overrides = { … }; }` replaces attributes, in the scope too.
-        if def.rec {
-            if let Some(ov) = attrs.get("__overrides").cloned() {
-                let ov = self.expect_attrs(&ov).at_pos(def.pos)?;
-                {
-                    for (k, v) in ov.iter() {
-                        if let Some(i) = def.statics.iter().position(|a| &a.name == k) {
-                            scope.set(i as u32, v.clone());
-                        }
-                        attrs.insert(*k, v.clone());
-                    }
-                }
-            }
-        }
-        Ok(Rc::new(attrs))
-    }
-
-    /// The name an attribute path element stands for; static names (nearly
-    /// all) are a copy, so only dynamic ones leave the inlined path.
-    #[inline]
-    fn attr_name(&mut self, n: &IrAttrName, env: &Env) -> EResult<Sym> {
-        match n {
-            IrAttrName::Static(s) => Ok(*s),
-            IrAttrName::Dynamic(ir) => self.dynamic_attr_name(ir, env),
-        }
-    }
-
-    fn dynamic_attr_name(&mut self, ir: &Ir, env: &Env) -> EResult<Sym> {
-        let v = self.eval(ir, env)?;
-        let s = self.coerce_to_string(&v, CoerceMode::Interpolation)?;
-        Ok(Sym::new(s.as_str()))
-    }
-
-    fn eval_select(
-        &mut self,
-        expr: &Rc<Ir>,
-        path: &[IrAttrName],
-        default: Option<&Rc<Ir>>,
-        env: &Env,
-        pos: Pos,
-    ) -> EResult<Value> {
-        let mut cur = self.eval(expr, env)?;
-        for (i, n) in path.iter().enumerate() {
-            let name = self.attr_name(n, env).at_pos(pos)?;
-            let next = match &cur {
-                Value::Attrs(a) => a.get(name).cloned(),
-                _ if default.is_some() => None,
-                other => {
-                    return Err(EvalError::at(
-                        ErrorKind::Type,
-                        format!(
-                            "expected a set but found {} while selecting attribute '{name}'",
-                            self.describe_value(other)
-                        ),
-                        pos,
-                    ))
-                }
-            };
-            match next {
-                Some(v) => {
-                    cur = self.force_owned(v).frame(Some(pos), || {
-                        format!("while evaluating the attribute '{name}'")
-                    })?;
-                }
-                None => {
-                    if let Some(d) = default {
-                        return self.eval(d, env);
-                    }
-                    let Value::Attrs(a) = &cur else {
-                        unreachable!("non-sets handled above")
-                    };
-                    let hint = error::did_you_mean(&name, a.keys().map(|k| k.as_str()));
-                    let _ = i;
-                    return Err(EvalError::missing_attribute(&name, hint)).at_pos(pos);
-                }
-            }
-        }
-        Ok(cur)
-    }
-
-    fn eval_has_attr(
-        &mut self,
-        expr: &Rc<Ir>,
-        path: &[IrAttrName],
-        env: &Env,
-        pos: Pos,
-    ) -> EResult<bool> {
-        let mut cur = self.eval(expr, env)?;
-        for (i, n) in path.iter().enumerate() {
-            let name = self.attr_name(n, env).at_pos(pos)?;
-            match &cur {
-                Value::Attrs(a) => match a.get(name) {
-                    Some(v) => {
-                        if i + 1 < path.len() {
-                            cur = self.force(&v.clone())?;
-                        }
-                    }
-                    None => return Ok(false),
-                },
-                _ => return Ok(false),
-            }
-        }
-        Ok(true)
-    }
-
-    // ---- imports and search path ---------------------------------------------
-
-    /// `import path`: evaluates the file at `path` (or `path/default.nix`).
-    pub fn import(&mut self, path: &Path) -> EResult<Value> {
-        self.eval_file(path)
-    }
-
     /// A short description of a value for error messages (`a set`, `an integer 1`).
     pub fn describe_value(&self, v: &Value) -> String {
         match v {
@@ -864,42 +491,6 @@ pub(crate) fn peek_int(ir: &Ir, env: &Env) -> Option<i64> {
         },
         _ => None,
     }
-}
-
-/// The value `expr.a.b` selects, when `expr` is a variable and every step is
-/// already evaluated: a set holding the name, down to a final value that is
-/// itself evaluated. Selecting then cannot fail, diverge or add an error
-/// frame, so taking the value now is indistinguishable from a thunk for the
-/// selection (`f cfg.contents`), and saves it. `None` (make the thunk) for
-/// anything else, dynamic names included.
-#[inline]
-fn peek_select(expr: &Ir, path: &[IrAttrName], env: &Env) -> Option<Value> {
-    let Ir::Var { up, idx, .. } = expr else {
-        return None;
-    };
-    // A scope still being filled may not have the slot yet (`@args` is
-    // pushed after the formals' defaults are made).
-    let root = forced(env.ancestor(*up).0.slots.borrow().get(*idx as usize)?)?;
-    select_evaluated(root, path)
-}
-
-/// `v.a.b` when every step is a static name of a set already evaluated, down
-/// to an evaluated value; `None` otherwise. Shared by [`peek_select`] (at run
-/// time) and the compiler's folding of selections from constant sets.
-#[inline]
-pub(crate) fn select_evaluated(v: Value, path: &[IrAttrName]) -> Option<Value> {
-    let mut cur = v;
-    for n in path {
-        let IrAttrName::Static(name) = n else {
-            return None;
-        };
-        let Value::Attrs(a) = &cur else {
-            return None;
-        };
-        let next = forced(a.get(*name)?)?;
-        cur = next;
-    }
-    Some(cur)
 }
 
 /// `v` when it is evaluated (itself, or the value of a forced thunk).

@@ -1,19 +1,26 @@
 //! Lowering from the AST to the evaluator's IR.
 //!
-//! Owns scope resolution (every variable becomes a (depth, slot) pair, or a
-//! run-time `with` lookup), the merging of nested attribute paths
-//! (`a.b = 1; a.c = 2;`), duplicate-attribute and undefined-variable errors,
-//! path-literal anchoring, and the literal-lint options. It must not evaluate:
-//! everything it builds is inert until `eval` runs it.
+//! Owns the [`Compiler`] and the lowering of each expression (strings, lambdas
+//! and curried chains, application spines, selections), path-literal anchoring
+//! ([`canon_path`]), and the literal-lint options. Scope resolution (every
+//! variable becomes a (depth, slot) pair, a run-time `with` lookup or a global's
+//! value) and undefined-variable errors are in `scope.rs`; attribute sets and
+//! `let` (the merging of nested attribute paths `a.b = 1; a.c = 2;`,
+//! duplicate-attribute errors) in `attrs.rs`. It must not evaluate: everything
+//! it builds is inert until `eval` runs it.
+
+mod attrs;
+mod scope;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use super::error::{did_you_mean, EResult, ErrorExt, ErrorKind, EvalError};
+use self::scope::Scope;
+use super::error::{EResult, ErrorKind, EvalError};
 use super::ir::*;
 use crate::syntax::ast::{
-    AttrName, BinaryOp, Binding, Expr, ExprKind, Param, PathAnchor, Span, StrPart, UnaryOp,
+    AttrName, BinaryOp, Expr, ExprKind, Param, PathAnchor, Span, StrPart, UnaryOp,
 };
 use crate::value::{Attrs, Sym, Value};
 
@@ -32,11 +39,6 @@ pub struct Lints {
     pub url_literals: LintLevel,
     pub short_path_literals: LintLevel,
     pub absolute_path_literals: LintLevel,
-}
-
-enum Scope {
-    Static(HashMap<Sym, u32>),
-    With,
 }
 
 /// The global scope a file is compiled against: its names' slots, and the
@@ -65,38 +67,6 @@ pub struct Compiler<'a> {
     file_name: &'a str,
 }
 
-/// One key of an attribute tree under construction.
-enum Entry {
-    Expr(Expr),
-    /// `inherit x;`: `x` from the enclosing scope.
-    Inherit(Sym, Span),
-    /// `inherit (e) x;`: `e` is hidden slot `usize`.
-    InheritFrom(usize, Sym, Span),
-    Nested(Tree),
-}
-
-struct Tree {
-    rec: bool,
-    statics: Vec<(Sym, Entry, Span)>,
-    index: HashMap<Sym, usize>,
-    dynamics: Vec<(Expr, Entry, Span)>,
-    hidden: Vec<Expr>,
-    span: Span,
-}
-
-impl Tree {
-    fn new(rec: bool, span: Span) -> Tree {
-        Tree {
-            rec,
-            statics: Vec::new(),
-            index: HashMap::new(),
-            dynamics: Vec::new(),
-            hidden: Vec::new(),
-            span,
-        }
-    }
-}
-
 impl<'a> Compiler<'a> {
     pub fn new(
         globals: GlobalScope<'a>,
@@ -118,16 +88,6 @@ impl<'a> Compiler<'a> {
             line_col,
             file_name,
         }
-    }
-
-    /// Adds a static scope binding `names` to slots 0.. (for `scopedImport`).
-    pub fn push_scope(&mut self, names: &[Sym]) {
-        let map = names
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (*n, i as u32))
-            .collect();
-        self.scopes.push(Scope::Static(map));
     }
 
     fn pos(&self, span: Span) -> Pos {
@@ -322,75 +282,6 @@ impl<'a> Compiler<'a> {
                 ])))
             }
         }))
-    }
-
-    /// Resolves a variable: lexical scopes (globals included) win over `with`.
-    fn resolve(&self, name: &str, span: Span) -> EResult<Rc<Ir>> {
-        self.resolve_from(name, span, 0)
-    }
-
-    /// Like [`Self::resolve`] but skipping the `skip` innermost scopes (used for
-    /// `inherit x;` inside `rec`/`let`, which refers to the enclosing scope).
-    fn resolve_from(&self, name: &str, span: Span, skip: usize) -> EResult<Rc<Ir>> {
-        let mut withs = Vec::new();
-        for (up, scope) in self.scopes.iter().rev().enumerate() {
-            if up < skip {
-                continue;
-            }
-            match scope {
-                Scope::Static(map) => {
-                    if let Some(idx) = map.get(name) {
-                        if up + 1 == self.scopes.len() {
-                            if let Some(v) = self.global_const(*idx) {
-                                return Ok(Rc::new(Ir::Const(v)));
-                            }
-                        }
-                        return Ok(Rc::new(Ir::Var {
-                            up: up as u32,
-                            idx: *idx,
-                            pos: self.pos(span),
-                        }));
-                    }
-                }
-                Scope::With => withs.push(up as u32),
-            }
-        }
-        if !withs.is_empty() {
-            return Ok(Rc::new(Ir::WithVar {
-                name: Sym::new(name),
-                withs: withs.into_boxed_slice(),
-                pos: self.pos(span),
-            }));
-        }
-        let names = self.scopes.iter().flat_map(|s| match s {
-            Scope::Static(m) => m.keys().map(|k| k.as_str()).collect::<Vec<_>>(),
-            Scope::With => vec![],
-        });
-        let hint = did_you_mean(name, names.filter(|n| !n.starts_with("__")));
-        Err(EvalError::undefined_variable(name, hint)).at_pos(self.pos(span))
-    }
-
-    /// The value of global slot `idx`, when it is evaluated (every global but the
-    /// self-reference `builtins.builtins` is a plain value from the start).
-    ///
-    /// Globals are lexical and immutable: nothing can rebind them except a
-    /// lexical scope, which [`Self::resolve_from`] finds first (`with` cannot:
-    /// lexical bindings win over it, as in Nix). So `toString`, `true` or
-    /// `builtins` compile to constants instead of a walk up every enclosing
-    /// scope at each use.
-    fn global_const(&self, idx: u32) -> Option<Value> {
-        super::forced(self.global_values.0.slots.borrow().get(idx as usize)?)
-    }
-
-    /// `expr.a.b` when `expr` compiled to a constant set and every step is a
-    /// static name it holds, down to an evaluated value: that value, selected
-    /// now (`builtins.substring` is then the builtin itself). `None` leaves
-    /// the selection to run time, with its errors, positions and `or` default.
-    fn fold_select(expr: &Ir, path: &[IrAttrName]) -> Option<Value> {
-        let Ir::Const(v) = expr else {
-            return None;
-        };
-        super::select_evaluated(v.clone(), path)
     }
 
     fn compile_str(&mut self, parts: &[StrPart], pos: Pos) -> EResult<Rc<Ir>> {
@@ -589,263 +480,6 @@ impl<'a> Compiler<'a> {
         }))
     }
 
-    // ---- attribute sets -------------------------------------------------
-
-    fn build_tree(
-        &mut self,
-        rec: bool,
-        bindings: &[Binding],
-        span: Span,
-        is_let: bool,
-    ) -> EResult<Tree> {
-        let mut tree = Tree::new(rec, span);
-        for b in bindings {
-            match b {
-                Binding::Attr { path, value, span } => {
-                    if is_let {
-                        if let AttrName::Dynamic(e) = &path[0] {
-                            return Err(self.err("dynamic attributes not allowed in let", e.span));
-                        }
-                    }
-                    self.insert_path(&mut tree, path, value.clone(), *span, &mut Vec::new())?;
-                }
-                Binding::Inherit { from, names, .. } => {
-                    let hidden = from.as_ref().map(|e| {
-                        tree.hidden.push((**e).clone());
-                        tree.hidden.len() - 1
-                    });
-                    for (n, nspan) in names {
-                        let entry = match hidden {
-                            Some(h) => Entry::InheritFrom(h, *n, *nspan),
-                            None => Entry::Inherit(*n, *nspan),
-                        };
-                        if tree.index.contains_key(n) {
-                            return Err(self.dup_error(&[n.as_str()], *nspan, &tree, n));
-                        }
-                        tree.index.insert(*n, tree.statics.len());
-                        tree.statics.push((*n, entry, *nspan));
-                    }
-                }
-            }
-        }
-        Ok(tree)
-    }
-
-    fn dup_error(&self, path: &[&str], span: Span, tree: &Tree, name: &Sym) -> Box<EvalError> {
-        let prev = tree
-            .index
-            .get(name)
-            .map(|i| tree.statics[*i].2)
-            .unwrap_or(span);
-        let (l, c) = (self.line_col)(prev.start);
-        self.err(
-            format!(
-                "attribute '{}' already defined at {}:{l}:{c}",
-                path.join("."),
-                self.file_name
-            ),
-            span,
-        )
-    }
-
-    /// Inserts `path = value` into `tree`, merging with literal sets already there.
-    fn insert_path(
-        &mut self,
-        tree: &mut Tree,
-        path: &[AttrName],
-        value: Expr,
-        span: Span,
-        done: &mut Vec<String>,
-    ) -> EResult<()> {
-        let (head, rest) = path.split_first().expect("attribute paths are non-empty");
-        match head {
-            AttrName::Dynamic(key) => {
-                let entry = if rest.is_empty() {
-                    Entry::Expr(value)
-                } else {
-                    let mut t = Tree::new(false, span);
-                    self.insert_path(&mut t, rest, value, span, done)?;
-                    Entry::Nested(t)
-                };
-                tree.dynamics.push((key.clone(), entry, span));
-                Ok(())
-            }
-            AttrName::Static(name, nspan) => {
-                done.push(name.to_string());
-                let existing = tree.index.get(name).copied();
-                match existing {
-                    None => {
-                        let entry = if rest.is_empty() {
-                            Entry::Expr(value)
-                        } else {
-                            let mut t = Tree::new(false, span);
-                            self.insert_path(&mut t, rest, value, span, done)?;
-                            Entry::Nested(t)
-                        };
-                        tree.index.insert(*name, tree.statics.len());
-                        tree.statics.push((*name, entry, *nspan));
-                        Ok(())
-                    }
-                    Some(i) => {
-                        // Turn an existing literal set into a tree we can merge into.
-                        // A `rec` literal merges too, and the merged attributes then
-                        // see its scope (kept for compatibility, NixOS/nix#9020).
-                        if let Entry::Expr(e) = &tree.statics[i].1 {
-                            if let ExprKind::Attrs { rec, bindings } = &e.kind {
-                                let t = self.build_tree(*rec, bindings, e.span, false)?;
-                                tree.statics[i].1 = Entry::Nested(t);
-                            }
-                        }
-                        let mergeable_new = !rest.is_empty()
-                            || matches!(value.kind, ExprKind::Attrs { rec: false, .. });
-                        match &mut tree.statics[i].1 {
-                            Entry::Nested(sub) if mergeable_new => {
-                                if rest.is_empty() {
-                                    if let ExprKind::Attrs { bindings, .. } = &value.kind {
-                                        let more =
-                                            self.build_tree(false, bindings, value.span, false)?;
-                                        return self.merge_trees(sub, more, done);
-                                    }
-                                    unreachable!("mergeable_new checked the kind");
-                                }
-                                self.insert_path(sub, rest, value, span, done)
-                            }
-                            _ => {
-                                let parts: Vec<&str> = done.iter().map(|s| s.as_str()).collect();
-                                Err(self.dup_error(&parts, *nspan, tree, name))
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    fn merge_trees(&mut self, into: &mut Tree, from: Tree, done: &mut [String]) -> EResult<()> {
-        let offset = into.hidden.len();
-        into.hidden.extend(from.hidden);
-        for (name, entry, span) in from.statics {
-            let entry = match entry {
-                Entry::InheritFrom(h, n, s) => Entry::InheritFrom(h + offset, n, s),
-                e => e,
-            };
-            if into.index.contains_key(&name) {
-                let mut parts: Vec<&str> = done.iter().map(|s| s.as_str()).collect();
-                parts.push(&name);
-                return Err(self.dup_error(&parts, span, into, &name));
-            }
-            into.index.insert(name, into.statics.len());
-            into.statics.push((name, entry, span));
-        }
-        into.dynamics.extend(from.dynamics);
-        Ok(())
-    }
-
-    fn compile_tree(&mut self, tree: Tree) -> EResult<Rc<AttrsDef>> {
-        Ok(self.compile_tree_with_body(tree, None)?.0)
-    }
-
-    fn compile_tree_with_body(
-        &mut self,
-        tree: Tree,
-        body: Option<&Expr>,
-    ) -> EResult<(Rc<AttrsDef>, Option<Rc<Ir>>)> {
-        // `AttrsDef::statics` is in name order, so the evaluator builds each set
-        // already sorted instead of sorting it per evaluation; a `rec` set's or a
-        // `let`'s slots follow that order. Entries are still compiled in source order
-        // (so the first error and lint warnings are the first in the file):
-        // `rank[i]` is where the i-th static in source order goes.
-        let mut order: Vec<usize> = (0..tree.statics.len()).collect();
-        order.sort_by(|&a, &b| tree.statics[a].0.cmp(&tree.statics[b].0));
-        let mut rank = vec![0; order.len()];
-        for (r, &i) in order.iter().enumerate() {
-            rank[i] = r;
-        }
-        let rec = tree.rec;
-        let new_env = rec || !tree.hidden.is_empty();
-        let hidden_base = if rec { tree.statics.len() } else { 0 };
-        if new_env {
-            let mut names = HashMap::new();
-            if rec {
-                for (i, (n, _, _)) in tree.statics.iter().enumerate() {
-                    names.insert(*n, rank[i] as u32);
-                }
-            }
-            self.scopes.push(Scope::Static(names));
-        }
-        let result = (|| {
-            let mut hidden = Vec::with_capacity(tree.hidden.len());
-            for h in &tree.hidden {
-                hidden.push(self.compile(h)?);
-            }
-            let mut statics: Vec<Option<AttrDef>> = Vec::with_capacity(tree.statics.len());
-            statics.resize_with(tree.statics.len(), || None);
-            for (i, (name, entry, span)) in tree.statics.into_iter().enumerate() {
-                let value = self.compile_entry(entry, rec, hidden_base, Some(&name))?;
-                statics[rank[i]] = Some(AttrDef {
-                    name,
-                    value,
-                    pos: self.pos(span),
-                });
-            }
-            let statics: Vec<AttrDef> = statics.into_iter().flatten().collect();
-            let mut dynamics = Vec::with_capacity(tree.dynamics.len());
-            for (key, entry, span) in tree.dynamics {
-                let k = self.compile(&key)?;
-                let v = self.compile_entry(entry, rec, hidden_base, None)?;
-                dynamics.push((k, v, self.pos(span)));
-            }
-            let body = match body {
-                Some(b) => Some(self.compile(b)?),
-                None => None,
-            };
-            Ok((
-                Rc::new(AttrsDef {
-                    rec,
-                    statics,
-                    dynamics,
-                    hidden,
-                    pos: self.pos(tree.span),
-                }),
-                body,
-            ))
-        })();
-        if new_env {
-            self.scopes.pop();
-        }
-        result
-    }
-
-    fn compile_entry(
-        &mut self,
-        entry: Entry,
-        rec: bool,
-        hidden_base: usize,
-        name: Option<&Sym>,
-    ) -> EResult<Rc<Ir>> {
-        Ok(match entry {
-            Entry::Expr(e) => {
-                let ir = self.compile(&e)?;
-                if let (Ir::Lambda(def), Some(n)) = (&*ir, name) {
-                    def.name.replace(Some(*n));
-                }
-                ir
-            }
-            Entry::Inherit(n, span) => self.resolve_from(&n, span, usize::from(rec))?,
-            Entry::InheritFrom(h, n, span) => Rc::new(Ir::Select {
-                expr: Rc::new(Ir::Var {
-                    up: 0,
-                    idx: (hidden_base + h) as u32,
-                    pos: self.pos(span),
-                }),
-                path: vec![IrAttrName::Static(n)],
-                default: None,
-                pos: self.pos(span),
-            }),
-            Entry::Nested(t) => Rc::new(Ir::Attrs(self.compile_tree(t)?)),
-        })
-    }
-
     /// The source text being compiled (for diagnostics).
     pub fn text(&self) -> &str {
         self.text
@@ -879,63 +513,6 @@ pub fn canon_path(p: &str) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::canon_path;
-    use crate::eval::ir::Ir;
-    use crate::eval::testing::{fails, ok_all};
-    use crate::eval::{EvalSettings, Evaluator};
-
-    /// The compiled form of `src` (no evaluation).
-    fn compiled(src: &str) -> std::rc::Rc<Ir> {
-        let store = std::rc::Rc::new(crate::store::MemStore::new());
-        let mut ev = Evaluator::new(EvalSettings::default(), store);
-        let dir = std::path::Path::new("/");
-        ev.compile_source("«test»".into(), None, src.into(), dir)
-            .unwrap_or_else(|e| panic!("{src}: {}", ev.sources.render(&e, false)))
-    }
-
-    #[test]
-    fn globals_and_their_static_selections_compile_to_constants() {
-        for src in [
-            "toString",
-            "true",
-            "builtins",
-            "builtins.substring",
-            "builtins.builtins.map",
-        ] {
-            assert!(matches!(&*compiled(src), Ir::Const(_)), "{src}");
-        }
-        // Rebound lexically, missing, or a parameter: left to run time.
-        for src in [
-            "let builtins = { }; in builtins.map",
-            "builtins.nonexistent",
-            "x: x.map",
-        ] {
-            assert!(!matches!(&*compiled(src), Ir::Const(_)), "{src}");
-        }
-    }
-
-    #[test]
-    fn folded_globals_keep_nix_semantics() {
-        // Each checked against Nix 2.8.
-        let cases = [
-            ("with { true = false; }; true", "true"),
-            ("let builtins = { a = 1; }; in builtins.a", "1"),
-            ("builtins.foo or 3", "3"),
-            ("builtins.builtins.true", "true"),
-            ("(x: x.true) builtins", "true"),
-            ("(rec { toString = 1; y = toString; }).y", "1"),
-            ("let f = builtins.map; in f (x: x + 1) [ 1 2 ]", "[ 2 3 ]"),
-            ("builtins.substring 1 2 \"abcd\"", "\"bc\""),
-            ("let x = { inherit (builtins) true; }; in x.true", "true"),
-        ];
-        ok_all(&cases);
-        fails("builtins.nonexistent", "attribute 'nonexistent' missing");
-        fails("builtins.true.x", "expected a set but found a Boolean");
-        // The unused default is still compiled: its undefined variable is an error.
-        fails(
-            "builtins.map or undefinedVar",
-            "undefined variable 'undefinedVar'",
-        );
-    }
 
     #[test]
     fn canon_vectors() {
