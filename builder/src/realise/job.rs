@@ -3,10 +3,11 @@
 //! ones); the scheduler registers what was placed ([`Finished::placed`]).
 //!
 //! Owns: [`Job`] (everything a build needs, owned, so that it can run on a worker
-//! thread) and [`run`]: the private build directory, the log, the sandbox or built-in
-//! builder, post-processing of every output ([`crate::output`]), placing the outputs
-//! with the records their registration writes (realisation, derivation output), and
-//! the `--check` comparison.
+//! thread) and [`run`]: the private build directory (its layout and reuse are
+//! [`builddir`]'s), the log, the sandbox or built-in builder, the QA checks, and what
+//! follows in [`finish`]: post-processing of every output ([`crate::output`]), placing
+//! the outputs with the records their registration writes (realisation, derivation
+//! output), and the `--check` comparison.
 //!
 //! Must not: look at other derivations or decide what to build (the scheduler in
 //! [`super`] does); touch anything but its own build directory, its log and, through
@@ -14,23 +15,25 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::io;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use rocmx_store::derivation::output_path_name;
-use rocmx_store::local::{BuiltOutput, BuiltPath, Placed};
-use rocmx_store::tree::remove_tree;
-use rocmx_store::{ContentAddress, Derivation, DerivationOutput, LocalStore, StorePath};
+use rocmx_store::local::Placed;
+use rocmx_store::{Derivation, DerivationOutput, LocalStore, StorePath};
 
 use super::log::{log_path, LogSink};
 use super::{io_err, BuildError, BuildOptions};
 use crate::events::EventSink;
-use crate::output::{self, FloatingOutput, OutputError};
+use crate::output::OutputError;
 use crate::resolve;
 use crate::sandbox::{self, SandboxError, SandboxSpec};
+pub(super) use builddir::DirPool;
+use builddir::{BuildDir, RW, WORK_BUILD, WORK_STAGE};
+use finish::{finish_fixed, finish_floating};
+
+mod builddir;
+mod finish;
 
 /// Everything one build needs. Built by the scheduler on its own thread; run anywhere.
 pub(super) struct Job {
@@ -75,188 +78,6 @@ pub(super) struct Ctx<'a> {
     pub opts: &'a BuildOptions,
     pub events: Arc<dyn EventSink>,
     pub pool: &'a DirPool,
-}
-
-/// The directory holding `build/` (bound at `/build`) and `stage/` (the sandbox's
-/// staging directory, bound at the store directory): the upper layer of the one
-/// writable overlay the sandbox mounts for both ([`SandboxSpec::shared_work_dir`]).
-const RW: &str = "rw";
-/// The sandbox's overlay work directory: of the shared overlay, or of `/build`'s when
-/// the two are mounted apart.
-const WORK_BUILD: &str = "work";
-/// The sandbox's overlay work directory for the output's directory mounted apart.
-const WORK_STAGE: &str = "work-stage";
-/// What a build directory keeps between builds.
-const KEPT: [&str; 3] = [RW, WORK_BUILD, WORK_STAGE];
-
-/// Build directories (`<state>/builds/<pid>-<n>/`, holding an empty `build/`) that
-/// finished builds of one realiser left for the next ones: emptied, not deleted, because
-/// creating directories is a large part of a small build's cost on some filesystems.
-/// [`DirPool::clear`] deletes them.
-#[derive(Default)]
-pub(super) struct DirPool {
-    free: Mutex<Vec<PathBuf>>,
-    next: AtomicU32,
-}
-
-impl DirPool {
-    /// A private build directory with an empty `build/` in it.
-    fn take(&self, builds: &Path) -> Result<PathBuf, BuildError> {
-        let reused = self.free.lock().unwrap_or_else(|e| e.into_inner()).pop();
-        if let Some(dir) = reused {
-            return Ok(dir);
-        }
-        fs::create_dir_all(builds).map_err(io_err("creating", builds))?;
-        if self.next.load(Ordering::Relaxed) == 0 {
-            remove_stale(builds);
-        }
-        loop {
-            let n = self.next.fetch_add(1, Ordering::Relaxed);
-            let base = builds.join(format!("{}-{n}", std::process::id()));
-            if fs::symlink_metadata(&base).is_ok() {
-                // Left by a process that had our pid before: not ours to reuse.
-                continue;
-            }
-            fs::DirBuilder::new()
-                .mode(0o700)
-                .create(&base)
-                .map_err(io_err("creating", &base))?;
-            let rw = base.join(RW);
-            fs::DirBuilder::new()
-                .mode(0o700)
-                .create(&rw)
-                .map_err(io_err("creating", &rw))?;
-            let build_dir = rw.join("build");
-            fs::DirBuilder::new()
-                .mode(0o700)
-                .create(&build_dir)
-                .map_err(io_err("creating", &build_dir))?;
-            // The sandbox's staging directory (bound at /rocmx/store inside): 0755 in
-            // a private (0700) parent.
-            let stage = rw.join("stage");
-            fs::DirBuilder::new()
-                .mode(0o755)
-                .create(&stage)
-                .map_err(io_err("creating", &stage))?;
-            // The sandbox's overlay work directories, kept across builds.
-            for w in [WORK_BUILD, WORK_STAGE] {
-                let w = base.join(w);
-                fs::DirBuilder::new()
-                    .mode(0o700)
-                    .create(&w)
-                    .map_err(io_err("creating", &w))?;
-            }
-            return Ok(base);
-        }
-    }
-
-    /// Empties `base` (all but an empty `rw/build/` and `rw/stage/`, and the overlay
-    /// work directories, which the kernel cleans at each mount) and keeps it for the
-    /// next build; a directory that cannot be emptied is deleted instead.
-    fn give_back(&self, base: &Path) {
-        let emptied = (|| -> io::Result<()> {
-            let keep_only = |dir: &Path, kept: &[&str]| -> io::Result<()> {
-                for e in fs::read_dir(dir)? {
-                    let e = e?;
-                    if !kept.iter().any(|k| e.file_name() == *k) {
-                        remove_tree(&e.path())?;
-                    }
-                }
-                if fs::read_dir(dir)?.count() != kept.len() {
-                    return Err(io::Error::other("not empty"));
-                }
-                Ok(())
-            };
-            keep_only(base, &KEPT)?;
-            let rw = base.join(RW);
-            keep_only(&rw, &["build", "stage"])?;
-            for (sub, mode) in [("build", 0o700), ("stage", 0o755)] {
-                let d = rw.join(sub);
-                fs::set_permissions(&d, fs::Permissions::from_mode(mode))?;
-                for e in fs::read_dir(&d)? {
-                    remove_tree(&e?.path())?;
-                }
-                if fs::read_dir(&d)?.next().is_some() {
-                    return Err(io::Error::other("not empty"));
-                }
-            }
-            Ok(())
-        })();
-        match emptied {
-            Ok(()) => self
-                .free
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(base.to_path_buf()),
-            Err(_) => remove_or_warn(base),
-        }
-    }
-
-    /// Deletes every directory kept for reuse.
-    pub(super) fn clear(&self) {
-        let free = std::mem::take(&mut *self.free.lock().unwrap_or_else(|e| e.into_inner()));
-        for d in free {
-            remove_or_warn(&d);
-        }
-    }
-}
-
-/// Removes a build directory that is not needed any more; a failure is a warning (on
-/// standard error), never an error: a leftover must not stop this or later builds.
-fn remove_or_warn(path: &Path) {
-    if let Err(e) = remove_tree(path) {
-        eprintln!(
-            "warning: could not remove the build directory {}: {e}; remove it by hand",
-            path.display()
-        );
-    }
-}
-
-/// Deletes the build directories (`<pid>-<n>`) of processes that are gone: builds
-/// interrupted by a signal or a crash leave them, possibly large. Directories kept by
-/// `--keep-failed` are named `kept-…` and stay; a directory whose pid is alive (or
-/// reused by another process) is left alone.
-fn remove_stale(builds: &Path) {
-    let Ok(entries) = fs::read_dir(builds) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let name = e.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.split_once('-'))
-            .filter(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-            .and_then(|(p, _)| p.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        if pid <= 0 || pid as u32 == std::process::id() {
-            continue;
-        }
-        let gone = matches!(
-            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
-            Err(nix::errno::Errno::ESRCH)
-        );
-        if gone {
-            remove_or_warn(&e.path());
-        }
-    }
-}
-
-/// A build's private directory under `<state>/builds`, given back to the pool on drop
-/// unless kept.
-struct BuildDir<'p> {
-    path: PathBuf,
-    keep: bool,
-    pool: &'p DirPool,
-}
-
-impl Drop for BuildDir<'_> {
-    fn drop(&mut self) {
-        if !self.keep {
-            self.pool.give_back(&self.path);
-        }
-    }
 }
 
 /// One output during the build.
@@ -597,210 +418,5 @@ fn run_sandboxed(
             source: Box::new(OutputError::Store(source.into())),
         }),
         Err(e) => Err(e.into()),
-    }
-}
-
-fn out_err(drv: &StorePath, output: &str) -> impl FnOnce(OutputError) -> BuildError {
-    let drv = drv.clone();
-    let output = output.to_string();
-    move |source| BuildError::Output {
-        drv,
-        output,
-        source: Box::new(source),
-    }
-}
-
-/// Checks and places the fixed output (or, for `--check`, only checks it).
-fn finish_fixed(ctx: &Ctx<'_>, job: &Job, out: &Out) -> Result<Finished, BuildError> {
-    let drv = &job.drv;
-    let Some(DerivationOutput::Fixed { method, hash, path }) = job.resolved.outputs.get(&out.name)
-    else {
-        unreachable!("finish_fixed is called for fixed outputs only");
-    };
-    let c = output::check_fixed(&out.host, *method, hash.algo(), &job.closure)
-        .map_err(out_err(drv, &out.name))?;
-    if c.actual != *hash {
-        return Err(BuildError::HashMismatch {
-            drv: drv.clone(),
-            expected: hash.to_sri(),
-            actual: c.actual.to_sri(),
-        });
-    }
-    if !c.references.is_empty() {
-        return Err(BuildError::IllegalReferences {
-            drv: drv.clone(),
-            refs: c.references.into_iter().collect(),
-        });
-    }
-    let outputs: BTreeMap<String, StorePath> =
-        [(out.name.clone(), path.clone())].into_iter().collect();
-    if job.check.is_some() {
-        return Ok(Finished::registered(outputs));
-    }
-    let none = BTreeSet::new();
-    let placed = ctx.store.place_built(&[BuiltPath {
-        scratch: Some(&out.host),
-        path,
-        refs: &none,
-        nar_hash: c.nar_hash,
-        nar_size: c.nar_size,
-        deriver: Some(drv),
-        ca: Some(&ContentAddress::Fixed {
-            method: *method,
-            hash: *hash,
-        }),
-        built: Some(BuiltOutput {
-            drv,
-            drv_hash: &job.key,
-            output: &out.name,
-            realise: false,
-        }),
-    }])?;
-    Ok(Finished {
-        outputs,
-        placed: Some(placed),
-    })
-}
-
-/// Post-processes, then places (or compares, for `--check`) the floating outputs.
-fn finish_floating(ctx: &Ctx<'_>, job: &Job, outs: &[Out]) -> Result<Finished, BuildError> {
-    let drv = &job.drv;
-    let store = ctx.store;
-    let check = job.check.as_ref();
-    let floating: Vec<FloatingOutput> = outs
-        .iter()
-        .map(|o| FloatingOutput {
-            output: o.name.clone(),
-            dir: o.host.clone(),
-            scratch: o.inside.clone(),
-            name: output_path_name(&job.name, &o.name),
-        })
-        .collect();
-    let processed = output::process_floating_set(&floating, &job.closure, |p| {
-        // --check never reuses: it must look at what this build made.
-        if check.is_some() {
-            Ok(false)
-        } else {
-            store.is_valid(p)
-        }
-    })
-    .map_err(|(o, e)| out_err(drv, &o)(e))?;
-
-    if let Some(existing) = check {
-        return compare(ctx, job, outs, &processed, existing).map(Finished::registered);
-    }
-    // In the order processed (an output after the siblings it refers to): one
-    // transaction registers them in that order. An output valid already (`already`:
-    // not rewritten, so not to be registered) keeps the registered content; its records
-    // are written all the same (a rebuild that gave other bytes keeps the first
-    // realisation).
-    let host_of = |o: &str| {
-        &outs
-            .iter()
-            .find(|x| x.name == o)
-            .expect("processed outputs are the job's")
-            .host
-    };
-    for (o, _, already) in &processed {
-        if *already {
-            // Left for the build directory's cleanup if it fails.
-            let _ = remove_tree(host_of(o));
-        }
-    }
-    let built: Vec<BuiltPath<'_>> = processed
-        .iter()
-        .map(|(o, p, already)| BuiltPath {
-            scratch: (!already).then(|| host_of(o).as_path()),
-            path: &p.path,
-            refs: &p.references,
-            nar_hash: p.nar_hash,
-            nar_size: p.nar_size,
-            deriver: Some(drv),
-            ca: Some(&p.ca),
-            built: Some(BuiltOutput {
-                drv,
-                drv_hash: &job.key,
-                output: o,
-                realise: true,
-            }),
-        })
-        .collect();
-    let placed = store.place_built(&built)?;
-    Ok(Finished {
-        outputs: processed.into_iter().map(|(o, p, _)| (o, p.path)).collect(),
-        placed: Some(placed),
-    })
-}
-
-/// `--check`: compares each rebuilt output with the registered one.
-fn compare(
-    ctx: &Ctx<'_>,
-    job: &Job,
-    outs: &[Out],
-    processed: &[(String, output::Processed, bool)],
-    existing: &BTreeMap<String, StorePath>,
-) -> Result<BTreeMap<String, StorePath>, BuildError> {
-    let drv = &job.drv;
-    let store = ctx.store;
-    let mut differing = Vec::new();
-    for (o, p, _) in processed {
-        let Some(old) = existing.get(o) else {
-            continue;
-        };
-        if *old == p.path {
-            continue;
-        }
-        let host = &outs
-            .iter()
-            .find(|x| &x.name == o)
-            .expect("processed outputs are the job's")
-            .host;
-        // Self-references would differ only because the paths differ: write the old
-        // path's hash into the new tree so that only real differences show.
-        if p.self_reference {
-            output::rewrite_tree(
-                host,
-                p.path.hash_part().as_bytes(),
-                old.hash_part().as_bytes(),
-            )
-            .map_err(out_err(drv, o))?;
-            rocmx_store::local::normalise_tree(host)
-                .map_err(|e| out_err(drv, o)(OutputError::Store(e)))?;
-        }
-        let old_real = store.real_path(old);
-        let diffs = crate::check::diff_trees(&old_real, host).map_err(|e| BuildError::Io {
-            action: "comparing the outputs in",
-            path: old_real.clone(),
-            source: std::io::Error::other(e.to_string()),
-        })?;
-        let mut kept = None;
-        if ctx.opts.keep_failed {
-            let mut dest = old_real.clone().into_os_string();
-            dest.push(".check");
-            let dest = PathBuf::from(dest);
-            if fs::symlink_metadata(&dest).is_ok() {
-                remove_tree(&dest).map_err(|e| BuildError::Io {
-                    action: "removing the previous checked output",
-                    path: dest.clone(),
-                    source: e.into(),
-                })?;
-            }
-            fs::rename(host, &dest).map_err(io_err("keeping the checked output at", &dest))?;
-            kept = Some(dest);
-        }
-        differing.push(super::CheckDifference {
-            output: o.clone(),
-            path: old.clone(),
-            differences: diffs.iter().map(|d| d.to_string()).collect(),
-            kept,
-        });
-    }
-    if differing.is_empty() {
-        Ok(existing.clone())
-    } else {
-        Err(BuildError::CheckMismatch {
-            drv: drv.clone(),
-            outputs: differing,
-        })
     }
 }

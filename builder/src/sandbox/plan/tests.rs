@@ -1,8 +1,10 @@
 //! Unit tests of the mount plan: literal action lists for typical specs.
+use std::ffi::CString;
+
 use super::*;
 
 /// The actions' descriptions, without those protecting `/proc` (they depend on the
-/// host's kernel; [`proc_is_protected`] checks them).
+/// host's kernel; `planner::tests::proc_is_protected` checks them).
 fn describe(actions: &[PlannedAction]) -> Vec<String> {
     actions
         .iter()
@@ -44,65 +46,6 @@ fn input<'a>(
         work_dirs,
         shared,
     }
-}
-
-#[test]
-fn proc_is_protected() {
-    let fake = tempfile::tempdir().unwrap();
-    for d in ["sys", "irq", "acpi"] {
-        std::fs::create_dir(fake.path().join(d)).unwrap();
-    }
-    for f in ["sysrq-trigger", "keys", "kcore"] {
-        std::fs::write(fake.path().join(f), "").unwrap();
-    }
-    let mut p = Planner {
-        actions: Vec::new(),
-        dirs: Default::default(),
-    };
-    p.protect_proc(fake.path());
-    let got: Vec<String> = p
-        .actions
-        .iter()
-        .map(|a| String::from_utf8_lossy(&a.what).into_owned())
-        .collect();
-    assert_eq!(
-        got,
-        [
-            "making read-only /proc/sys",
-            "making read-only /proc/sysrq-trigger",
-            "making read-only /proc/irq",
-            "hiding /proc/kcore",
-            "hiding /proc/keys",
-            "hiding /proc/acpi",
-        ]
-    );
-    let ro = MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
-    match &p.actions[0].action {
-        Action::Bind {
-            source,
-            target,
-            flags,
-        } => {
-            assert_eq!(source.to_str().unwrap(), "proc/sys");
-            assert_eq!(target, source);
-            assert_eq!(*flags, ro);
-        }
-        other => panic!("unexpected {other:?}"),
-    }
-    match &p.actions[4].action {
-        Action::Bind { source, flags, .. } => {
-            assert_eq!(source.to_str().unwrap(), "/dev/null");
-            assert!(
-                !flags.contains(MsFlags::MS_NODEV),
-                "/dev/null must stay openable"
-            );
-            assert!(flags.contains(MsFlags::MS_RDONLY));
-        }
-        other => panic!("unexpected {other:?}"),
-    }
-    assert!(
-        matches!(&p.actions[5].action, Action::Mount { flags, .. } if flags.contains(MsFlags::MS_RDONLY))
-    );
 }
 
 #[test]
