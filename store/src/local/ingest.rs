@@ -3,13 +3,13 @@
 //! Owns: [`scan`], which walks a tree once in NAR order, emits its NAR through the NAR
 //! module's token emitter into a [`HashPipe`] (BLAKE3 on another thread, file contents
 //! read straight into its buffers; the archive is never built) and records every entry
-//! with the metadata it had when read; [`list_until`], the same walk recording the same entries
-//! without reading contents (so a copy can run while the scan hashes); and
-//! [`materialise`], which recreates that
-//! recorded tree in normalised form (see [`super::fsutil`]), copying file contents
-//! (files of 64 KiB and more with O_DIRECT writes past the page cache, smaller ones with
-//! `copy_file_range`) and checking each source file's size, inode and change time against
-//! the scan, so that the copy is exactly what was hashed or the add fails with
+//! with the metadata it had when read; [`list_until`], the same walk recording the same
+//! entries without reading contents (so a copy can run while the scan hashes); and
+//! [`materialise`], which recreates that recorded tree in normalised form (see
+//! [`super::fsutil`]) on up to eight threads, copying file contents (files of 64 KiB and
+//! more with O_DIRECT writes past the page cache, smaller ones with `copy_file_range`)
+//! and checking each source file's size, inode and change time against the scan, so that
+//! the copy is exactly what was hashed or the add fails with
 //! [`StoreError::SourceChanged`]. One walk skeleton ([`drive`]) serves both walks; the
 //! `…_until` forms stop early when a flag is raised (an add that lists and copies on
 //! one thread while it scans on another stops both sides when either fails).
@@ -360,7 +360,7 @@ fn node(
 }
 
 /// Recreates the scanned tree of `src` at `dest` (which must not exist; its parent must),
-/// normalised. Directories are created first, then files and symlinks on a few threads
+/// normalised. Directories are created first, then files and symlinks on up to [`COPY_THREADS`] threads
 /// (creating inodes dominates the cost on ext4), then directories get their final mode and
 /// times, deepest first. File contents are copied in the kernel; every source file is
 /// checked to be the one that was hashed. Leaves `dest` un-synced.
@@ -394,11 +394,7 @@ pub fn materialise_until(
             leaves.push(e);
         }
     }
-    let workers = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .clamp(1, MAX_COPY_THREADS)
-        .min(leaves.len().div_ceil(PER_THREAD_MIN).max(1));
+    let workers = COPY_THREADS.min(leaves.len().div_ceil(PER_THREAD_MIN).max(1));
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
     let work = || -> Result<(), StoreError> {
@@ -440,8 +436,12 @@ pub fn materialise_until(
     Ok(true)
 }
 
-/// Most threads [`materialise`] uses.
-const MAX_COPY_THREADS: usize = 4;
+/// Most threads [`materialise`] uses, whatever the number of cores: they mostly wait,
+/// on `O_DIRECT` writes and on inode creation, so more of them keep more requests in
+/// flight. Adding 605 MiB (2,078 files) on this 2-core machine, 7 alternating runs
+/// each: 2 threads (the core count, the former bound) 0.50–0.61 s (median 0.555), 8
+/// threads 0.43–0.88 s (median 0.49), 16 threads 0.45–0.82 s (median 0.54).
+const COPY_THREADS: usize = 8;
 /// Fewest files per extra thread.
 const PER_THREAD_MIN: usize = 16;
 
