@@ -177,6 +177,19 @@ impl Evaluator {
         }
     }
 
+    /// Forces the thunk `t` read from slot `idx` of `scope`, and puts its value in
+    /// the slot in its place: the thunk is done with, so every later read of the
+    /// variable (and every copy of it into an argument or a list) gets the value
+    /// itself instead of going through the thunk again, as Nix's values are
+    /// overwritten in place when forced. Unobservable: a forced thunk stands for
+    /// its value for good.
+    #[inline]
+    fn force_var(&mut self, scope: &Env, idx: u32, t: &Thunk) -> EResult<Value> {
+        let v = self.force_thunk(t)?;
+        scope.set(idx, v.clone());
+        Ok(v)
+    }
+
     /// Runs `f` one level deeper, growing the native stack onto the heap when
     /// little is left (checked every [`GROW_EVERY`] levels: the check costs more
     /// than the level).
@@ -295,10 +308,13 @@ impl Evaluator {
     pub fn eval(&mut self, ir: &Ir, env: &Env) -> EResult<Value> {
         match ir {
             Ir::Const(v) => Ok(v.clone()),
-            Ir::Var { up, idx, pos } => match env.ancestor(*up).get(*idx) {
-                Value::Thunk(t) => self.force_thunk(&t).at_pos(*pos),
-                v => Ok(v),
-            },
+            Ir::Var { up, idx, pos } => {
+                let scope = env.ancestor(*up);
+                match scope.get(*idx) {
+                    Value::Thunk(t) => self.force_var(scope, *idx, &t).at_pos(*pos),
+                    v => Ok(v),
+                }
+            }
             _ => self.eval_inner(ir, env),
         }
     }
@@ -307,8 +323,11 @@ impl Evaluator {
         match ir {
             Ir::Const(v) => Ok(v.clone()),
             Ir::Var { up, idx, pos } => {
-                let v = env.ancestor(*up).get(*idx);
-                self.force_owned(v).at_pos(*pos)
+                let scope = env.ancestor(*up);
+                match scope.get(*idx) {
+                    Value::Thunk(t) => self.force_var(scope, *idx, &t).at_pos(*pos),
+                    v => Ok(v),
+                }
             }
             Ir::WithVar { name, withs, pos } => {
                 let v = self.lookup_with(name, withs, env, *pos)?;

@@ -288,3 +288,43 @@ fn curried_chains_share_one_scope_and_partial_applications_stay_apart() {
         assert_eq!(eval_print(expr), want, "{expr}");
     }
 }
+
+/// A variable read forces its thunk once and keeps the value in the scope's slot
+/// (later reads skip the thunk); a thunk that fails stays in the slot, so the
+/// next read fails the same way.
+#[test]
+fn a_forced_variable_keeps_its_value_in_its_slot() {
+    use super::ir::{Env, Ir, Pos};
+    use crate::value::{Thunk, ThunkState, Value};
+    let mut ev = Evaluator::new(EvalSettings::default(), Rc::new(MemStore::new()));
+    let var = Ir::Var {
+        up: 0,
+        idx: 0,
+        pos: Pos::default(),
+    };
+    let t = Thunk::new(ThunkState::Native(Rc::new(|_| Ok(Value::Int(7)))));
+    let env = Env::new(None, smallvec::smallvec![Value::Thunk(t.clone())]);
+    assert!(matches!(ev.eval(&var, &env), Ok(Value::Int(7))));
+    assert!(
+        matches!(env.get(0), Value::Int(7)),
+        "the slot holds the value"
+    );
+    assert!(
+        matches!(t.value(), Some(Value::Int(7))),
+        "the thunk is done too"
+    );
+    assert!(matches!(ev.eval(&var, &env), Ok(Value::Int(7))));
+
+    let bad = Thunk::new(ThunkState::Native(Rc::new(|_| {
+        Err(super::EvalError::new(
+            super::ErrorKind::Type,
+            "no".to_string(),
+        ))
+    })));
+    let env = Env::new(None, smallvec::smallvec![Value::Thunk(bad)]);
+    assert!(ev.eval(&var, &env).is_err());
+    assert!(
+        matches!(env.get(0), Value::Thunk(_)),
+        "a failed thunk stays"
+    );
+}
