@@ -3,8 +3,8 @@
 //! Owns `map`, `filter`, `foldl'`, `length`, `elemAt`, `head`, `tail`,
 //! `genList`, `concatLists`, `concatMap`, `elem`, `any`, `all`, `partition` and
 //! `groupBy`, the table of every list primop, and the argument helpers the
-//! submodules share: `sort` is in [`sort`], `genericClosure` in
-//! [`generic_closure`], and the builtins over lists of sets (`listToAttrs`,
+//! submodules share: `sort` is in [`mod@sort`], `genericClosure` in
+//! [`mod@generic_closure`], and the builtins over lists of sets (`listToAttrs`,
 //! `zipAttrsWith`, `catAttrs`) in [`sets`]. Elements are never forced unless
 //! Nix forces them (`map`, `genList` build lazy applications), and big lists are
 //! shared (`Rc`) rather than copied where the result equals an input.
