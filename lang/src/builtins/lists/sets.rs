@@ -49,7 +49,7 @@ pub(super) fn list_to_attrs(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     Ok(Value::attrs(Attrs::from_sorted(out)))
 }
 
-/// Transpose a list of attribute sets into an attribute set of lists, then apply mapAttrs: `f name [ values ]`.
+/// Transpose a list of attribute sets into an attribute set of lists, then apply mapAttrs: f name [ values ].
 pub(super) fn zip_attrs_with(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let f = arg_function(ev, &a[0], "first", "zipAttrsWith")?;
     let list = arg_list(ev, &a[1], "second", "zipAttrsWith")?;
