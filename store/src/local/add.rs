@@ -374,7 +374,8 @@ impl LocalStore {
     /// (`add_path` hashes first, so that repeated imports during evaluation copy
     /// nothing). One thread lists the tree ([`ingest::list_until`], metadata only)
     /// and materialises it from that listing; the caller's thread scans (reads and
-    /// hashes) it; when either side fails the other stops early; the two listings must be equal, stamps included, or the add fails with
+    /// hashes) it; when either side fails the other stops early; the two listings must
+    /// be equal, stamps included, or the add fails with
     /// [`StoreError::SourceChanged`], so the copy is what was hashed by the same
     /// criterion `add_path` uses. If the path turns out valid already, the copy is
     /// discarded (the one cost of guessing wrong). The same path, content and

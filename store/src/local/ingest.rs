@@ -118,6 +118,19 @@ struct Frame {
     next: usize,
 }
 
+impl Frame {
+    /// The directory at `path` (`rel` below the walk's root), its entries listed in NAR
+    /// order, none visited yet.
+    fn of(path: &Path, rel: PathBuf) -> Result<Frame, StoreError> {
+        let names = entry_names(path).map_err(StoreError::io("listing", path))?;
+        Ok(Frame {
+            rel,
+            names,
+            next: 0,
+        })
+    }
+}
+
 /// Walks `src` once in NAR order, hashing its NAR with BLAKE3 (on another thread) and
 /// recording its entries. Sockets, FIFOs and devices are refused.
 pub fn scan(src: &Path) -> Result<Scanned, StoreError> {
@@ -234,12 +247,7 @@ impl Visit for List {
             });
         };
         let frame = if kind == Kind::Directory {
-            let names = entry_names(&path).map_err(StoreError::io("listing", &path))?;
-            Some(Frame {
-                rel: rel.clone(),
-                names,
-                next: 0,
-            })
+            Some(Frame::of(&path, rel.clone())?)
         } else {
             None
         };
@@ -343,14 +351,9 @@ fn node(
         Ok(None)
     } else if ft.is_dir() {
         e.directory().map_err(hash_err(&path))?;
-        let names = entry_names(&path).map_err(StoreError::io("listing", &path))?;
-        let rel = entry.rel.clone();
+        let frame = Frame::of(&path, entry.rel.clone())?;
         entries.push(entry);
-        Ok(Some(Frame {
-            rel,
-            names,
-            next: 0,
-        }))
+        Ok(Some(frame))
     } else {
         Err(StoreError::UnsupportedFileType {
             path,
