@@ -53,9 +53,14 @@ pub(crate) fn expect_string_no_ctx(ev: &mut Evaluator, v: &Value) -> EResult<Nix
     Ok(s)
 }
 
-/// `f name value`, unevaluated.
+/// `f name value`, unevaluated: one thunk that gives `f` both arguments at
+/// once when forced, so a curried `n: v: …` runs in one scope. As two nested
+/// applications (`(f name) value`), forcing it made the partial application
+/// `f name` first, a closure and a scope copied for `v`, and a thunk more.
 pub(crate) fn lazy_apply2(ev: &mut Evaluator, f: &Value, name: Sym, v: Value) -> Value {
-    Value::lazy_apply(Value::lazy_apply(f.clone(), ev.name_value(name)), v)
+    let f = f.clone();
+    let name = ev.name_value(name);
+    Value::lazy(move |ev| ev.call2(&f, name.clone(), v.clone()))
 }
 
 /// Return the names of the attributes in the set, sorted alphabetically.
@@ -255,6 +260,16 @@ mod tests {
         assert_eq!(
             ok("(builtins.mapAttrs (n: v: v * 10) { a = 1; b = throw \"no\"; }).a"),
             "10"
+        );
+        // Functions of every kind get both arguments (each thunk applies
+        // `f` to the name and the value at once). Checked against Nix 2.8.
+        assert_eq!(
+            ok("[ (builtins.mapAttrs builtins.getAttr { a = { a = 5; }; }) \
+                (builtins.mapAttrs { __functor = self: n: v: n + v; } { a = \"x\"; }) \
+                (builtins.zipAttrsWith { __functor = self: n: vs: n + builtins.concatStringsSep \"\" vs; } \
+                  [ { a = \"x\"; } { a = \"y\"; } ]) \
+                (let s = builtins.mapAttrs (n: v: v + 3) { a = 1; }; in s.a + s.a) ]"),
+            "[ { a = 5; } { a = \"ax\"; } { a = \"axy\"; } 8 ]"
         );
         assert_eq!(
             ok("builtins.attrNames (builtins.mapAttrs \"\" { a = 1; })"),
