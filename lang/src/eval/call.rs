@@ -7,7 +7,7 @@
 use std::rc::Rc;
 
 use super::error::{self, ErrorExt};
-use super::ir::{Env, Ir, IrParam, LambdaDef, Pos, Slots};
+use super::ir::{Env, Ir, IrParam, LambdaDef, Pos, Slots, SLOTS_INLINE};
 use super::{EResult, ErrorKind, EvalError, Evaluator, GROW_EVERY, INTERRUPT_EVERY, SCOPE_POOL};
 use crate::value::{Args, Closure, PrimOpApp, Value};
 
@@ -254,6 +254,23 @@ impl Evaluator {
         Env::new(Some(parent), smallvec::smallvec![arg])
     }
 
+    /// The empty scope a lambda with formals runs in, over `parent`, with room
+    /// for `n` slots: a pooled one when they fit inline (two formals, or one
+    /// and `@`), else a new one.
+    #[inline]
+    fn formals_scope(&mut self, parent: &Env, n: usize) -> Env {
+        if n <= SLOTS_INLINE {
+            if let Some(mut rc) = self.scope_pool.pop() {
+                // Pooled scopes are unique, empty and parentless.
+                if let Some(inner) = Rc::get_mut(&mut rc) {
+                    inner.parent = Some(parent.clone());
+                    return Env(rc);
+                }
+            }
+        }
+        Env::new(Some(parent), Slots::with_capacity(n))
+    }
+
     /// Called when a call's scope is done with: if nothing captured it (no
     /// closure or thunk holds it), empties it into the pool instead of freeing
     /// it. Its parent, the closure's scope, is kept alive by the closure, so
@@ -314,7 +331,7 @@ impl Evaluator {
                         }
                     }
                 }
-                let env = Env::new(Some(&c.env), Slots::with_capacity(formals.len() + 1));
+                let env = self.formals_scope(&c.env, formals.len() + usize::from(at.is_some()));
                 let mut defaults = Vec::new();
                 for (i, (name, default)) in formals.iter().enumerate() {
                     match attrs.get(name) {

@@ -20,7 +20,10 @@ pub struct Pos {
 
 /// The slots of one scope; most scopes (lambda arguments) have one or two, kept
 /// inline so a function call allocates once.
-pub type Slots = smallvec::SmallVec<[Value; 2]>;
+pub type Slots = smallvec::SmallVec<[Value; SLOTS_INLINE]>;
+
+/// How many slots a scope keeps inline, without an allocation of their own.
+pub const SLOTS_INLINE: usize = 2;
 
 /// A runtime scope: slots for the variables a `let`, `rec`, lambda or the global
 /// scope binds, or, in its one slot, the (unforced) attribute set a `with`

@@ -328,3 +328,32 @@ fn a_forced_variable_keeps_its_value_in_its_slot() {
         "a failed thunk stays"
     );
 }
+
+/// A lambda with two formals (or one and `@`) runs in a pooled scope, put
+/// back when the call is done unless something captured it: closures and
+/// defaults made in one call keep that call's arguments, whatever later calls
+/// bind. Checked against Nix 2.8.
+#[test]
+fn scopes_of_formals_are_reused_only_when_nothing_holds_them() {
+    use super::testing::ok_all;
+    ok_all(&[
+        (
+            "let f = { x, y }: z: x + y + z; g = f { x = 1; y = 2; }; h = f { x = 10; y = 20; }; \
+             in [ (g 0) (h 0) (g 100) (f { x = 3; y = 4; } 0) ]",
+            "[ 3 30 103 7 ]",
+        ),
+        (
+            "let f = { x, ... }@a: [ x a.y ]; in [ (f { x = 1; y = 2; }) (f { x = 3; y = 4; }) ]",
+            "[ [ 1 2 ] [ 3 4 ] ]",
+        ),
+        (
+            "let f = { x, y ? x * 2 }: { inherit y; }; a = f { x = 1; }; b = f { x = 5; }; \
+             in [ a.y b.y (f { x = 2; y = 0; }).y ]",
+            "[ 2 10 0 ]",
+        ),
+        (
+            "builtins.foldl' (acc: i: acc + ({ x, y }: x * y) { x = i; y = i; }) 0 (builtins.genList (i: i) 10)",
+            "285",
+        ),
+    ]);
+}
