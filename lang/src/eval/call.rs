@@ -243,15 +243,14 @@ impl Evaluator {
     /// pooled allocation when there is one.
     #[inline]
     pub(super) fn arg_scope(&mut self, parent: &Env, arg: Value) -> Env {
-        if let Some(mut rc) = self.scope_pool.pop() {
-            // Pooled scopes are unique, empty and parentless.
-            if let Some(inner) = Rc::get_mut(&mut rc) {
-                inner.parent = Some(parent.clone());
-                inner.slots.get_mut().push(arg);
-                return Env(rc);
+        match self.pooled_scope(parent, |slots| slots.push(arg)) {
+            Ok(env) => env,
+            Err(fill) => {
+                let mut slots = Slots::new();
+                fill(&mut slots);
+                Env::new(Some(parent), slots)
             }
         }
-        Env::new(Some(parent), smallvec::smallvec![arg])
     }
 
     /// The empty scope a lambda with formals runs in, over `parent`, with room
@@ -260,15 +259,27 @@ impl Evaluator {
     #[inline]
     fn formals_scope(&mut self, parent: &Env, n: usize) -> Env {
         if n <= SLOTS_INLINE {
-            if let Some(mut rc) = self.scope_pool.pop() {
-                // Pooled scopes are unique, empty and parentless.
-                if let Some(inner) = Rc::get_mut(&mut rc) {
-                    inner.parent = Some(parent.clone());
-                    return Env(rc);
-                }
+            if let Ok(env) = self.pooled_scope(parent, |_| ()) {
+                return env;
             }
         }
         Env::new(Some(parent), Slots::with_capacity(n))
+    }
+
+    /// A scope from the pool over `parent`, its (inline) slots filled by
+    /// `fill`; `fill` back when the pool has none to give.
+    #[inline(always)]
+    fn pooled_scope<F: FnOnce(&mut Slots)>(&mut self, parent: &Env, fill: F) -> Result<Env, F> {
+        let Some(mut rc) = self.scope_pool.pop() else {
+            return Err(fill);
+        };
+        // Pooled scopes are unique, empty and parentless.
+        let Some(inner) = Rc::get_mut(&mut rc) else {
+            return Err(fill);
+        };
+        inner.parent = Some(parent.clone());
+        fill(inner.slots.get_mut());
+        Ok(Env(rc))
     }
 
     /// Called when a call's scope is done with: if nothing captured it (no
