@@ -104,7 +104,7 @@ cp -r lang/src store/src builder/src exprs "$tree/"
 "$bin" store dump "$tree" | "$bin" store restore "$work/restored" || fail "store dump | store restore failed"
 "$bin" store verify --check-contents >/dev/null || fail "store verify failed"
 
-if busybox=$(command -v busybox) && [[ -x /bin/sh ]]; then
+if busybox=$(command -v busybox); then
     mkdir -p "$work/chain/bb/bin"
     cp bench/build/chain.nix "$work/chain/"
     cp "$busybox" "$work/chain/bb/bin/sh"

@@ -321,14 +321,8 @@ impl Evaluator {
 
     fn eval_inner(&mut self, ir: &Ir, env: &Env) -> EResult<Value> {
         match ir {
-            Ir::Const(v) => Ok(v.clone()),
-            Ir::Var { up, idx, pos } => {
-                let scope = env.ancestor(*up);
-                match scope.get(*idx) {
-                    Value::Thunk(t) => self.force_var(scope, *idx, &t).at_pos(*pos),
-                    v => Ok(v),
-                }
-            }
+            // Handled inline by `eval`, the only caller; never reached here.
+            Ir::Const(_) | Ir::Var { .. } => self.eval(ir, env),
             Ir::WithVar { name, withs, pos } => {
                 let v = self.lookup_with(name, withs, env, *pos)?;
                 self.force_owned(v)
