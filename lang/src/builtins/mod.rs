@@ -27,7 +27,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use crate::eval::Evaluator;
-use crate::value::{Args, Attrs, PrimOp, PrimOpApp, Sym, Thunk, ThunkState, Value};
+use crate::value::{Args, Attrs, PrimOp, PrimOpApp, Sym, Thunk, Value};
 
 /// Builtins bound in the global scope under their plain name (the rest are
 /// reachable as `builtins.x` and `__x`).
@@ -117,11 +117,11 @@ pub fn globals(ev: &mut Evaluator) -> (HashMap<Sym, u32>, Vec<Value>) {
     entries.push((Sym::new("derivation"), derivation::derivation_wrapper()));
 
     // `builtins.builtins` is the set itself.
-    let self_ref = Thunk::new(ThunkState::Blackhole);
+    let self_ref = Thunk::unfilled();
     let mut with_self = entries.clone();
     with_self.push((Sym::new("builtins"), Value::Thunk(self_ref.clone())));
     let builtins_set = Value::attrs(Attrs::from_unsorted(with_self));
-    self_ref.set(ThunkState::Done(builtins_set.clone()));
+    self_ref.fill(builtins_set.clone());
 
     let mut names = HashMap::new();
     let mut slots = Vec::new();

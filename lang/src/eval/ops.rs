@@ -55,30 +55,15 @@ impl Evaluator {
     ) -> EResult<Value> {
         use BinaryOp::*;
         match op {
-            And => {
-                let l = self.eval(lhs, env)?;
-                if !self.expect_bool(&l).at_pos(pos)? {
-                    return Ok(Value::bool(false));
-                }
-                let r = self.eval(rhs, env)?;
-                Ok(Value::bool(self.expect_bool(&r).at_pos(pos)?))
-            }
-            Or => {
-                let l = self.eval(lhs, env)?;
-                if self.expect_bool(&l).at_pos(pos)? {
-                    return Ok(Value::bool(true));
-                }
-                let r = self.eval(rhs, env)?;
-                Ok(Value::bool(self.expect_bool(&r).at_pos(pos)?))
-            }
-            Impl => {
-                let l = self.eval(lhs, env)?;
-                if !self.expect_bool(&l).at_pos(pos)? {
-                    return Ok(Value::bool(true));
-                }
-                let r = self.eval(rhs, env)?;
-                Ok(Value::bool(self.expect_bool(&r).at_pos(pos)?))
-            }
+            And => Ok(Value::bool(
+                self.eval_bool(lhs, env, pos)? && self.eval_bool(rhs, env, pos)?,
+            )),
+            Or => Ok(Value::bool(
+                self.eval_bool(lhs, env, pos)? || self.eval_bool(rhs, env, pos)?,
+            )),
+            Impl => Ok(Value::bool(
+                !self.eval_bool(lhs, env, pos)? || self.eval_bool(rhs, env, pos)?,
+            )),
             _ => {
                 // Both operands already known integers (`n < 2`, `a - b`): no
                 // forcing, cloning or dropping of values needed.
@@ -91,7 +76,10 @@ impl Evaluator {
                 }
                 let l = self.eval(lhs, env)?;
                 let r = self.eval(rhs, env)?;
-                self.binary_values(op, &l, &r).at_pos(pos)
+                let v = self.binary_values(op, &l, &r);
+                l.discard();
+                r.discard();
+                v.at_pos(pos)
             }
         }
     }

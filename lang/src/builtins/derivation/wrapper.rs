@@ -28,7 +28,7 @@ use super::BUILTINS as STRICT;
 use crate::builtins::op;
 use crate::eval::{EResult, EvalError, Evaluator};
 use crate::value::attrs::{AttrPos, Entry};
-use crate::value::{Args, Attrs, PrimOp, PrimOpApp, Sym, Thunk, ThunkState, Value};
+use crate::value::{Args, Attrs, PrimOp, PrimOpApp, Sym, Thunk, Value};
 
 /// `derivation`, as Nix writes it, behind `fast` (the language version is its
 /// second argument, unevaluated unless `fast` needs it).
@@ -155,10 +155,7 @@ fn outputs_set(drv_attrs: &Value, attrs: &Attrs, names: &[Sym]) -> Value {
     );
     let added_names = ADDED.with(|n| *n);
     let drv_path = select(&strict, added_names[3]);
-    let sets: Vec<Thunk> = names
-        .iter()
-        .map(|_| Thunk::new(ThunkState::Blackhole))
-        .collect();
+    let sets: Vec<Thunk> = names.iter().map(|_| Thunk::unfilled()).collect();
     let all = Value::list(sets.iter().cloned().map(Value::Thunk).collect());
     let derivation = Value::str("derivation");
     let mut first = None;
@@ -187,7 +184,7 @@ fn outputs_set(drv_attrs: &Value, attrs: &Attrs, names: &[Sym]) -> Value {
         );
         let value = Value::attrs(Attrs::from_unsorted_pos(entries));
         first.get_or_insert_with(|| value.clone());
-        set.set(ThunkState::Done(value));
+        set.fill(value);
     }
     first.unwrap_or(Value::Null)
 }
