@@ -67,7 +67,7 @@ impl Env {
     }
     #[inline(always)]
     pub fn get(&self, idx: u32) -> Value {
-        self.0.slots.borrow()[idx as usize].clone()
+        self.0.slots.borrow().as_slice()[idx as usize].clone()
     }
     #[inline(always)]
     pub fn set(&self, idx: u32, v: Value) {
