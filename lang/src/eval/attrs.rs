@@ -145,6 +145,21 @@ impl Evaluator {
         env: &Env,
         pos: Pos,
     ) -> EResult<Value> {
+        if let Some((name, found)) = select_in_place(expr, path, env) {
+            match found {
+                Some(v) => {
+                    return self.force_owned(v).frame(Some(pos), || {
+                        format!("while evaluating the attribute '{name}'")
+                    })
+                }
+                None => {
+                    if let Some(d) = default {
+                        return self.eval(d, env);
+                    }
+                    // Missing: the general path below reports it.
+                }
+            }
+        }
         let mut cur = self.eval(expr, env)?;
         for (i, n) in path.iter().enumerate() {
             let name = self.attr_name(n, env).at_pos(pos)?;
@@ -208,6 +223,27 @@ impl Evaluator {
         }
         Ok(true)
     }
+}
+
+/// `x.a` where `x` is a variable holding an evaluated set: the name and the
+/// attribute's value (`None` when the set has none), read with the set borrowed in
+/// its slot, not cloned out and dropped again. `None` when the shape or the
+/// variable's value does not allow it (the general path then evaluates).
+#[inline]
+fn select_in_place(expr: &Ir, path: &[IrAttrName], env: &Env) -> Option<(Sym, Option<Value>)> {
+    let (Ir::Var { up, idx, .. }, [IrAttrName::Static(name)]) = (expr, path) else {
+        return None;
+    };
+    let slots = env.ancestor(*up).0.slots.borrow();
+    let set = match slots.as_slice().get(*idx as usize)? {
+        Value::Attrs(a) => a,
+        Value::Thunk(t) => match t.value_ref()? {
+            Value::Attrs(a) => a,
+            _ => return None,
+        },
+        _ => return None,
+    };
+    Some((*name, set.get(*name).cloned()))
 }
 
 /// The value `expr.a.b` selects, when `expr` is a variable and every step is

@@ -75,6 +75,15 @@ impl Evaluator {
                     }
                 }
                 let l = self.eval(lhs, env)?;
+                // `t == "merge"`: a string compared with a string constant
+                // (a type tag, a name), compared in place: no clone of the
+                // constant, no generic equality forcing clones of both.
+                if let (Eq | NotEq, Value::String(a), Ir::Const(Value::String(b))) =
+                    (op, &l, &**rhs)
+                {
+                    let same = a.as_str() == b.as_str();
+                    return Ok(Value::bool(same == (op == Eq)));
+                }
                 let r = self.eval(rhs, env)?;
                 let v = self.binary_values(op, &l, &r);
                 l.discard();

@@ -357,3 +357,45 @@ fn scopes_of_formals_are_reused_only_when_nothing_holds_them() {
         ),
     ]);
 }
+
+/// `x.a` with `x` a variable holding an evaluated set is read in place
+/// (`select_in_place`), and `v == "const"` compares in place: values,
+/// defaults, the missing-attribute error, the frame of a failing attribute
+/// and non-string operands must be what the general paths give (values
+/// checked against Nix 2.8).
+#[test]
+fn selections_and_string_comparisons_in_place_match_the_general_paths() {
+    use super::testing::{fails, ok_all};
+    ok_all(&[
+        // A set in the slot, and a forced thunk holding one (an argument).
+        ("let s = { a = 1; b = 2; }; in s.a + s.b", "3"),
+        (
+            "let f = s: builtins.seq s (s.a + s.b); in f (builtins.listToAttrs [ { name = \"a\"; value = 1; } { name = \"b\"; value = 2; } ])",
+            "3",
+        ),
+        ("let s = { a = 1; }; in [ (s.z or 5) (s.a or 5) ]", "[ 5 1 ]"),
+        ("let s = 3; in s.a or 4", "4"),
+        ("let s = { a.b = 7; }; in s.a.b", "7"),
+        ("let s = { a = x: x + 1; }; in s.a 1", "2"),
+        (
+            "let t = \"merge\"; u = 1; in [ (t == \"merge\") (t != \"merge\") (t == \"if\") (u == \"1\") (u != \"1\") ]",
+            "[ true false false false true ]",
+        ),
+        // Context does not take part in equality.
+        (
+            "let t = \"${builtins.toFile \"f\" \"x\"}\"; in t == t && (builtins.unsafeDiscardStringContext t) == t",
+            "true",
+        ),
+    ]);
+    fails("let s = { a = 1; }; in s.b", "attribute 'b' missing");
+    let mut ev = Evaluator::new(EvalSettings::default(), Rc::new(MemStore::new()));
+    let err = ev
+        .eval_string("let s = { a = throw \"boom\"; }; in s.a", Path::new("/"))
+        .expect_err("the attribute throws");
+    assert!(
+        err.frames
+            .iter()
+            .any(|f| f.msg == "while evaluating the attribute 'a'"),
+        "{err:?}"
+    );
+}
