@@ -88,10 +88,7 @@ fn get_attr(ev: &mut Evaluator, a: Args) -> EResult<Value> {
         "while evaluating the second argument passed to builtins.getAttr".into()
     })?;
     match set.get(name.as_str()) {
-        Some(v) => {
-            let v = v.clone();
-            ev.force(&v)
-        }
+        Some(v) => ev.force_owned(v.clone()),
         None => Err(EvalError::missing_attribute(name.as_str(), None))
             .frame(None, || "in the attribute set under consideration".into()),
     }

@@ -212,8 +212,12 @@ fn type_of(ev: &mut Evaluator, a: Args) -> EResult<Value> {
 }
 
 fn is_type(ev: &mut Evaluator, a: Args, t: Type) -> EResult<Value> {
-    let v = ev.force(&a[0])?;
-    Ok(Value::bool(v.type_() == t))
+    // The type of an evaluated argument is read where it is, not from a clone.
+    let found = match &a[0] {
+        Value::Thunk(_) => ev.force(&a[0])?.type_(),
+        v => v.type_(),
+    };
+    Ok(Value::bool(found == t))
 }
 
 /// Return true if e evaluates to null, and false otherwise (equivalent to e == null).

@@ -130,7 +130,7 @@ impl Evaluator {
         args: Args,
     ) -> EResult<Value> {
         let r = (op.f)(self, args).builtin_frame(op.name)?;
-        self.force(&r)
+        self.force_owned(r)
     }
 
     /// Evaluates a lambda's body in its argument scope: counts the call depth,

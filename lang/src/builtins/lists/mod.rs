@@ -189,10 +189,7 @@ fn elem_at(ev: &mut Evaluator, a: Args) -> EResult<Value> {
         "while evaluating the first argument passed to 'builtins.elemAt'".into()
     })?;
     match usize::try_from(n).ok().and_then(|i| list.get(i)) {
-        Some(v) => {
-            let v = v.clone();
-            ev.force(&v)
-        }
+        Some(v) => ev.force_owned(v.clone()),
         None => Err(EvalError::new(
             ErrorKind::Eval,
             format!(
@@ -209,10 +206,7 @@ fn head(ev: &mut Evaluator, a: Args) -> EResult<Value> {
         "while evaluating the first argument passed to 'builtins.head'".into()
     })?;
     match list.first() {
-        Some(v) => {
-            let v = v.clone();
-            ev.force(&v)
-        }
+        Some(v) => ev.force_owned(v.clone()),
         None => Err(EvalError::new(
             ErrorKind::Eval,
             "'builtins.head' called on an empty list",
