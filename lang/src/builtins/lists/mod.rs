@@ -24,6 +24,11 @@ use super::{mk_attrs, op};
 use crate::eval::{EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
 use crate::value::{Args, Attrs, PrimOp, Sym, Value};
 
+/// Symbol number → position of its group (`groupBy`, `zipAttrsWith`): keyed by
+/// the number, so no string is hashed, and with foldhash rather than SipHash
+/// (a multiply for a number; SipHash was 0.35 % of `modules`' instructions).
+type SymIndex = HashMap<usize, usize, foldhash::fast::FixedState>;
+
 pub(crate) static BUILTINS: &[PrimOp] = &[
     op("map", 2, map).doc("f list", "Apply the function f to each element in the list list."),
     op("filter", 2, filter).doc(
@@ -360,9 +365,7 @@ fn partition(ev: &mut Evaluator, a: Args) -> EResult<Value> {
 fn group_by(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let f = arg_function(ev, &a[0], "first", "groupBy")?;
     let list = arg_list(ev, &a[1], "second", "groupBy")?;
-    // Keyed by symbol number: no string hashing, and foldhash rather than
-    // SipHash (a multiply for a number; SipHash was 0.35 % of `modules`).
-    let mut index: HashMap<usize, usize, foldhash::fast::FixedState> = HashMap::default();
+    let mut index = SymIndex::default();
     let mut groups: Vec<(Sym, Vec<Value>)> = Vec::new();
     for x in list.iter() {
         let r = ev.call(&f, x.clone())?;

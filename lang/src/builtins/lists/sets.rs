@@ -6,7 +6,6 @@
 //! values it moves: `listToAttrs` takes each `value` as it is, `zipAttrsWith`
 //! applies its function lazily per name, `catAttrs` copies what it finds.
 
-use std::collections::HashMap;
 use std::rc::Rc;
 
 use super::super::attrs::{expect_string_no_ctx, lazy_apply2};
@@ -53,9 +52,7 @@ pub(super) fn list_to_attrs(ev: &mut Evaluator, a: Args) -> EResult<Value> {
 pub(super) fn zip_attrs_with(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let f = arg_function(ev, &a[0], "first", "zipAttrsWith")?;
     let list = arg_list(ev, &a[1], "second", "zipAttrsWith")?;
-    // Keyed by symbol number: no string hashing, and foldhash rather than
-    // SipHash (a multiply for a number; SipHash was 0.35 % of `modules`).
-    let mut index: HashMap<usize, usize, foldhash::fast::FixedState> = HashMap::default();
+    let mut index = super::SymIndex::default();
     let mut groups: Vec<(Sym, Vec<Value>)> = Vec::new();
     for x in list.iter() {
         let set = ev.expect_attrs(x).frame(None, || {
