@@ -88,7 +88,7 @@ pub(crate) fn auto_call(ev: &mut Evaluator, v: &Value, auto: &Rc<Attrs>) -> ERes
                     .filter_map(|(n, _)| auto.get(n).map(|v| (*n, v.clone())))
                     .collect()
             };
-            return ev.call(&f, Value::attrs(Attrs::from_unsorted(passed)));
+            return Ok(ev.call(&f, Value::attrs(Attrs::from_unsorted(passed)))?);
         }
     }
     Ok(f)
@@ -107,7 +107,7 @@ pub(crate) fn select(ev: &mut Evaluator, v: &Value, name: &str, path: &str) -> E
     let f = ev.force(v)?;
     match &f {
         Value::Attrs(a) => match a.get(name) {
-            Some(x) => ev.force(&x.clone()),
+            Some(x) => Ok(ev.force(&x.clone())?),
             None => {
                 let hint = did_you_mean(name, a.keys().map(|k| k.as_str()))
                     .map(|s| format!("; did you mean '{s}'?"))
@@ -126,7 +126,7 @@ pub(crate) fn select(ev: &mut Evaluator, v: &Value, name: &str, path: &str) -> E
                 )
             })?;
             match l.get(i) {
-                Some(x) => ev.force(&x.clone()),
+                Some(x) => Ok(ev.force(&x.clone())?),
                 None => Err(EvalError::new(
                     ErrorKind::Eval,
                     format!("list index {i} in selection path '{path}' is out of bounds"),

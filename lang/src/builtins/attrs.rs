@@ -7,6 +7,7 @@
 //! set builders (`listToAttrs`, `zipAttrsWith`, `catAttrs`) live in
 //! `lists/sets.rs`.
 
+use crate::eval::{raise, RResult};
 use std::rc::Rc;
 
 use super::context::reject_context;
@@ -60,11 +61,11 @@ pub(crate) fn expect_string_no_ctx(ev: &mut Evaluator, v: &Value) -> EResult<Nix
 pub(crate) fn lazy_apply2(ev: &mut Evaluator, f: &Value, name: Sym, v: Value) -> Value {
     let f = f.clone();
     let name = ev.name_value(name);
-    Value::lazy(move |ev| ev.call2(&f, name.clone(), v.clone()))
+    Value::lazy(move |ev| Ok(ev.call2(&f, name.clone(), v.clone())?))
 }
 
 /// Return the names of the attributes in the set, sorted alphabetically.
-fn attr_names(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn attr_names(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let set = ev.expect_attrs(&a[0]).frame(None, || {
         "while evaluating the argument passed to builtins.attrNames".into()
     })?;
@@ -72,7 +73,7 @@ fn attr_names(ev: &mut Evaluator, a: Args) -> EResult<Value> {
 }
 
 /// Return the values of the attributes in the set, in the order of the sorted attribute names.
-fn attr_values(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn attr_values(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let set = ev.expect_attrs(&a[0]).frame(None, || {
         "while evaluating the argument passed to builtins.attrValues".into()
     })?;
@@ -80,7 +81,7 @@ fn attr_values(ev: &mut Evaluator, a: Args) -> EResult<Value> {
 }
 
 /// Return the attribute named s from set; evaluation aborts if it does not exist (a dynamic version of the . operator).
-fn get_attr(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn get_attr(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let name = expect_string_no_ctx(ev, &a[0]).frame(None, || {
         "while evaluating the first argument passed to builtins.getAttr".into()
     })?;
@@ -88,14 +89,14 @@ fn get_attr(ev: &mut Evaluator, a: Args) -> EResult<Value> {
         "while evaluating the second argument passed to builtins.getAttr".into()
     })?;
     match set.get(name.as_str()) {
-        Some(v) => ev.force_owned(v.clone()),
-        None => Err(EvalError::missing_attribute(name.as_str(), None))
+        Some(v) => Ok(ev.force_owned(v.clone())?),
+        None => raise(EvalError::missing_attribute(name.as_str(), None))
             .frame(None, || "in the attribute set under consideration".into()),
     }
 }
 
 /// Return true if set has an attribute named s, and false otherwise (a dynamic version of the ? operator).
-fn has_attr(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn has_attr(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let name = expect_string_no_ctx(ev, &a[0]).frame(None, || {
         "while evaluating the first argument passed to builtins.hasAttr".into()
     })?;
@@ -106,7 +107,7 @@ fn has_attr(ev: &mut Evaluator, a: Args) -> EResult<Value> {
 }
 
 /// Apply the function f to every element of attrset: each value v of name n becomes f n v.
-fn map_attrs(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn map_attrs(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let set = ev.expect_attrs(&a[1]).frame(None, || {
         "while evaluating the second argument passed to builtins.mapAttrs".into()
     })?;
@@ -119,7 +120,7 @@ fn map_attrs(ev: &mut Evaluator, a: Args) -> EResult<Value> {
 }
 
 /// Remove the attributes listed in list from set; they do not have to exist in set.
-fn remove_attrs(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn remove_attrs(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let set = ev.expect_attrs(&a[0]).frame(None, || {
         "while evaluating the first argument passed to builtins.removeAttrs".into()
     })?;
@@ -163,7 +164,7 @@ fn remove_attrs(ev: &mut Evaluator, a: Args) -> EResult<Value> {
 }
 
 /// Return a set consisting of the attributes in the set e2 which have the same name as some attribute in e1.
-fn intersect_attrs(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn intersect_attrs(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let left = ev.expect_attrs(&a[0]).frame(None, || {
         "while evaluating the first argument passed to builtins.intersectAttrs".into()
     })?;

@@ -10,6 +10,7 @@
 
 use super::mk_attrs;
 use super::op;
+use crate::eval::{raise, RResult};
 use crate::eval::{CoerceMode, EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
 use crate::value::{Args, Context, ContextElem, NixString, PrimOp, Value};
 
@@ -79,7 +80,7 @@ fn is_store_path(ev: &Evaluator, s: &str) -> bool {
 }
 
 /// Return true if string s has a non-empty context.
-fn has_context(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn has_context(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let s = ev.expect_string(&a[0]).frame(None, || {
         "while evaluating the argument passed to builtins.hasContext".into()
     })?;
@@ -87,7 +88,7 @@ fn has_context(ev: &mut Evaluator, a: Args) -> EResult<Value> {
 }
 
 /// Return the string context of s: a set mapping each store path to what it refers to (path, allOutputs, outputs).
-fn get_context(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn get_context(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let s = ev.expect_string(&a[0]).frame(None, || {
         "while evaluating the argument passed to builtins.getContext".into()
     })?;
@@ -121,7 +122,7 @@ fn get_context(ev: &mut Evaluator, a: Args) -> EResult<Value> {
 }
 
 /// Return s with the string context described by the set context added.
-fn append_context(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn append_context(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let orig = ev.expect_string(&a[0]).frame(None, || {
         "while evaluating the first argument passed to builtins.appendContext".into()
     })?;
@@ -132,7 +133,7 @@ fn append_context(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     for (name, v) in attrs.iter() {
         let name = name.as_str();
         if !is_store_path(ev, name) {
-            return Err(EvalError::new(
+            return raise(EvalError::new(
                 ErrorKind::Eval,
                 format!("context key '{name}' is not a store path"),
             ));
@@ -154,7 +155,7 @@ fn append_context(ev: &mut Evaluator, a: Args) -> EResult<Value> {
                 "while evaluating the `allOutputs` attribute of a string context".into()
             })? {
                 if !is_derivation_path(name) {
-                    return Err(EvalError::new(
+                    return raise(EvalError::new(
                         ErrorKind::Eval,
                         format!("tried to add all-outputs context of {name}, which is not a derivation, to a string"),
                     ));
@@ -168,7 +169,7 @@ fn append_context(ev: &mut Evaluator, a: Args) -> EResult<Value> {
                 "while evaluating the `outputs` attribute of a string context".into()
             })?;
             if !outs.is_empty() && !is_derivation_path(name) {
-                return Err(EvalError::new(
+                return raise(EvalError::new(
                     ErrorKind::Eval,
                     format!("tried to add derivation output context of {name}, which is not a derivation, to a string"),
                 ));
@@ -191,7 +192,7 @@ fn append_context(ev: &mut Evaluator, a: Args) -> EResult<Value> {
 }
 
 /// Discard the string context from a value that can be coerced to a string.
-fn unsafe_discard_string_context(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn unsafe_discard_string_context(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let s = ev
         .coerce_to_string(&a[0], CoerceMode::Interpolation)
         .frame(None, || {
@@ -201,7 +202,7 @@ fn unsafe_discard_string_context(ev: &mut Evaluator, a: Args) -> EResult<Value> 
 }
 
 /// Create a copy of the given string where every derivation deep string context element is turned into a constant one.
-fn unsafe_discard_output_dependency(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn unsafe_discard_output_dependency(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let s = ev
         .coerce_to_string(&a[0], CoerceMode::Interpolation)
         .frame(None, || {
@@ -228,7 +229,7 @@ fn unsafe_discard_output_dependency(ev: &mut Evaluator, a: Args) -> EResult<Valu
 }
 
 /// Create a copy of the given string where its single constant string context element (a .drv) is turned into a derivation deep one.
-fn add_drv_output_dependencies(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn add_drv_output_dependencies(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let s = ev
         .coerce_to_string(&a[0], CoerceMode::Interpolation)
         .frame(None, || {
@@ -238,7 +239,7 @@ fn add_drv_output_dependencies(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let elem = match s.context().iter().next() {
         Some(e) if n == 1 => e.clone(),
         _ => {
-            return Err(EvalError::new(
+            return raise(EvalError::new(
                 ErrorKind::Eval,
                 format!(
                     "context of string '{}' must have exactly one element, but has {n}",
@@ -250,12 +251,12 @@ fn add_drv_output_dependencies(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let new = match elem {
         ContextElem::Opaque(p) => {
             if !is_derivation_path(&p) {
-                return Err(EvalError::new(ErrorKind::Eval, format!("path '{p}' is not a derivation")));
+                return raise(EvalError::new(ErrorKind::Eval, format!("path '{p}' is not a derivation")));
             }
             ContextElem::DrvDeep(p)
         }
         ContextElem::Built { output, .. } => {
-            return Err(EvalError::new(
+            return raise(EvalError::new(
                 ErrorKind::Eval,
                 format!(
                     "`addDrvOutputDependencies` can only act on derivations, not on a derivation output such as '{output}'"

@@ -7,6 +7,7 @@
 //! `break`. It must not implement container or string algorithms (see the sibling
 //! modules).
 
+use crate::eval::{raise, RResult, Raised};
 use std::path::{Path, PathBuf};
 
 use sha2::Digest;
@@ -119,38 +120,38 @@ pub(crate) static BUILTINS: &[PrimOp] = &[
 ];
 
 /// Throw an error message s. This usually aborts Nix expression evaluation, but tryEval can catch it.
-fn throw(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn throw(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let msg = ev.coerce_to_string(&a[0], CoerceMode::Interpolation)?;
-    Err(EvalError::new(ErrorKind::Throw, msg.as_str()))
+    raise(EvalError::new(ErrorKind::Throw, msg.as_str()))
 }
 
 /// Abort Nix expression evaluation and print the error message s; tryEval cannot catch it.
-fn abort(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn abort(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let msg = ev.coerce_to_string(&a[0], CoerceMode::Interpolation)?;
-    Err(EvalError::abort(msg.as_str()))
+    raise(EvalError::abort(msg.as_str()))
 }
 
 /// Evaluate e1, then evaluate and return e2.
-fn seq(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn seq(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     ev.force(&a[0])?;
-    ev.force(&a[1])
+    Ok(ev.force(&a[1])?)
 }
 
 /// Like seq e1 e2, except that e1 is evaluated deeply: if it is a list or set, its elements or attributes are also evaluated recursively.
-fn deep_seq(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn deep_seq(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     ev.force_deep(&a[0])?;
-    ev.force(&a[1])
+    Ok(ev.force(&a[1])?)
 }
 
 /// Try to shallowly evaluate e: { success = true; value = e; }, or { success = false; value = false; } when throw or assert failed.
-fn try_eval(ev: &mut Evaluator, a: Args) -> EResult<Value> {
-    match ev.force(&a[0]) {
+fn try_eval(ev: &mut Evaluator, a: Args) -> RResult<Value> {
+    match ev.force(&a[0]).map_err(Raised::take) {
         Ok(v) => Ok(mk_attrs(vec![("success", Value::bool(true)), ("value", v)])),
         Err(e) if e.is_catchable() => Ok(mk_attrs(vec![
             ("success", Value::bool(false)),
             ("value", Value::bool(false)),
         ])),
-        Err(e) => Err(e),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -163,22 +164,22 @@ fn trace_message(ev: &mut Evaluator, v: &Value) -> EResult<String> {
 }
 
 /// Evaluate e1 and print its abstract syntax representation on standard error. Then return e2.
-fn trace(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn trace(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let msg = trace_message(ev, &a[0])?;
     (ev.on_trace)(&format!("trace: {msg}"));
-    ev.force(&a[1])
+    Ok(ev.force(&a[1])?)
 }
 
 /// Return e2; with --trace-verbose (which rocmx does not have) Nix first prints e1 on standard error.
-fn trace_verbose(ev: &mut Evaluator, a: Args) -> EResult<Value> {
-    ev.force(&a[1])
+fn trace_verbose(ev: &mut Evaluator, a: Args) -> RResult<Value> {
+    Ok(ev.force(&a[1])?)
 }
 
 /// Evaluate e1, which must be a string, and print it on standard error as a warning. Then return e2.
-fn warn(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn warn(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let msg = ev.expect_string(&a[0])?;
     if ev.settings.abort_on_warn {
-        return Err(EvalError::new(
+        return raise(EvalError::new(
             ErrorKind::Eval,
             format!(
                 "{} (an evaluation warning, fatal because of abort-on-warn)",
@@ -187,12 +188,13 @@ fn warn(ev: &mut Evaluator, a: Args) -> EResult<Value> {
         ));
     }
     (ev.on_trace)(&format!("evaluation warning: {}", msg.as_str()));
-    ev.force(&a[1])
+    Ok(ev.force(&a[1])?)
 }
 
 /// Evaluate value; if that fails, add the string context to the error's trace.
-fn add_error_context(ev: &mut Evaluator, a: Args) -> EResult<Value> {
-    let r = ev.force(&a[1]);
+fn add_error_context(ev: &mut Evaluator, a: Args) -> RResult<Value> {
+    // The error is taken out of flight before the context is evaluated.
+    let r = ev.force(&a[1]).map_err(Raised::take);
     match r {
         Ok(v) => Ok(v),
         Err(e) => {
@@ -200,18 +202,18 @@ fn add_error_context(ev: &mut Evaluator, a: Args) -> EResult<Value> {
                 .coerce_to_string(&a[0], CoerceMode::Interpolation)
                 .map(|s| s.as_str().to_string())
                 .unwrap_or_default();
-            Err::<Value, _>(e).frame(None, || ctx)
+            raise::<Value>(e).frame(None, || ctx)
         }
     }
 }
 
 /// Return a string representing the type of the value e: int, bool, string, path, null, set, list, lambda or float.
-fn type_of(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn type_of(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let v = ev.force(&a[0])?;
     Ok(Value::str(v.type_().type_of()))
 }
 
-fn is_type(ev: &mut Evaluator, a: Args, t: Type) -> EResult<Value> {
+fn is_type(ev: &mut Evaluator, a: Args, t: Type) -> RResult<Value> {
     // The type of an evaluated argument is read where it is, not from a clone.
     let found = match &a[0] {
         Value::Thunk(_) => ev.force(&a[0])?.type_(),
@@ -221,52 +223,52 @@ fn is_type(ev: &mut Evaluator, a: Args, t: Type) -> EResult<Value> {
 }
 
 /// Return true if e evaluates to null, and false otherwise (equivalent to e == null).
-fn is_null(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn is_null(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     is_type(ev, a, Type::Null)
 }
 
 /// Return true if e evaluates to an integer, and false otherwise.
-fn is_int(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn is_int(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     is_type(ev, a, Type::Int)
 }
 
 /// Return true if e evaluates to a float, and false otherwise.
-fn is_float(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn is_float(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     is_type(ev, a, Type::Float)
 }
 
 /// Return true if e evaluates to a bool, and false otherwise.
-fn is_bool(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn is_bool(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     is_type(ev, a, Type::Bool)
 }
 
 /// Return true if e evaluates to a string, and false otherwise.
-fn is_string(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn is_string(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     is_type(ev, a, Type::String)
 }
 
 /// Return true if e evaluates to a path, and false otherwise.
-fn is_path(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn is_path(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     is_type(ev, a, Type::Path)
 }
 
 /// Return true if e evaluates to a list, and false otherwise.
-fn is_list(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn is_list(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     is_type(ev, a, Type::List)
 }
 
 /// Return true if e evaluates to a set, and false otherwise.
-fn is_attrs(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn is_attrs(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     is_type(ev, a, Type::Set)
 }
 
 /// Return true if e evaluates to a function, and false otherwise.
-fn is_function(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn is_function(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     is_type(ev, a, Type::Lambda)
 }
 
 /// Return a set containing the names of the formal arguments expected by the function f, each mapped to whether it has a default value.
-fn function_args(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn function_args(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let f = ev.force(&a[0])?;
     match &f {
         Value::Lambda(c) => match &c.def.param {
@@ -282,12 +284,12 @@ fn function_args(ev: &mut Evaluator, a: Args) -> EResult<Value> {
             _ => Ok(mk_attrs(vec![])),
         },
         Value::PrimOp(_) => Ok(mk_attrs(vec![])),
-        other => Err(ev.type_error("a function", other)),
+        other => raise(ev.type_error("a function", other)),
     }
 }
 
 /// Convert the expression e to a string: a string, path, integer, float, Boolean, null, list, or set with __toString or outPath.
-fn to_string(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn to_string(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let s = ev.coerce_to_string(&a[0], CoerceMode::ToString)?;
     Ok(Value::String(s))
 }
@@ -300,14 +302,13 @@ fn import_path(ev: &mut Evaluator, v: &Value) -> EResult<PathBuf> {
 }
 
 /// Load, parse, and return the Nix expression in the file path (default.nix in it if path is a directory).
-fn import(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn import(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let p = import_path(ev, &a[0])?;
-    ev.import(&p)
-        .frame(None, || format!("while importing '{}'", p.display()))
+    Ok(ev.import(&p)?).frame(None, || format!("while importing '{}'", p.display()))
 }
 
 /// Like import, with the attributes of the set scope in scope in the file's expression.
-fn scoped_import(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn scoped_import(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     // `scopedImport attrs path`: the file is evaluated with the names of `attrs`
     // bound lexically between the globals and the file, so they shadow builtins
     // (`import`, `builtins`, …) as in Nix. Not cached: each scope differs.
@@ -336,11 +337,11 @@ fn scoped_import(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     )?;
     let env =
         crate::eval::ir::Env::new(Some(ev.globals()), crate::eval::ir::Slots::from_vec(values));
-    ev.eval(&ir, &env)
+    Ok(ev.eval(&ir, &env)?)
 }
 
 /// Find lookup-path in search-path (a list of { prefix; path; } sets), as <lookup-path> does with nixPath.
-fn find_file(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn find_file(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let list = ev.expect_list(&a[0])?;
     let name = ev.expect_string(&a[1])?;
     let name = name.as_str().to_string();
@@ -351,7 +352,7 @@ fn find_file(ev: &mut Evaluator, a: Args) -> EResult<Value> {
             None => String::new(),
         };
         let Some(path) = e.get("path").cloned() else {
-            return Err(EvalError::new(
+            return raise(EvalError::new(
                 ErrorKind::Eval,
                 "attribute 'path' missing in search path entry",
             ));
@@ -392,7 +393,7 @@ fn find_file(ev: &mut Evaluator, a: Args) -> EResult<Value> {
         ))));
     }
     // Thrown, so `tryEval <x>` can catch it as in Nix.
-    Err(EvalError::new(
+    raise(EvalError::new(
         ErrorKind::Throw,
         format!("file '{name}' was not found in the Nix search path (add it using $NIX_PATH, $ROCMX_PATH or -I)"),
     ))
@@ -423,7 +424,7 @@ derivation {
 }
 
 /// Return the value of the environment variable s, or an empty string if the variable does not exist or evaluation is pure.
-fn get_env(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn get_env(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let name = ev.expect_string(&a[0])?;
     let v = if ev.settings.impure {
         std::env::var(name.as_str()).unwrap_or_default()
@@ -441,7 +442,7 @@ pub(crate) fn output_placeholder(output: &str) -> String {
 }
 
 /// Return an output placeholder string for the specified output that will be substituted by the corresponding output path at build time.
-fn placeholder(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn placeholder(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let name = ev.expect_string(&a[0])?;
     Ok(Value::str(output_placeholder(name.as_str())))
 }
@@ -450,7 +451,7 @@ fn placeholder(ev: &mut Evaluator, a: Args) -> EResult<Value> {
 ///
 /// `unsafeGetAttrPos name set`: `{ file, line, column }` of where `name` was
 /// defined, or null when unknown (made by a builtin) or absent.
-fn unsafe_get_attr_pos(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn unsafe_get_attr_pos(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let name = ev.expect_string(&a[0])?;
     let set = ev.expect_attrs(&a[1])?;
     let Some(pos) = set.get_pos(name.as_str()) else {
@@ -470,8 +471,8 @@ fn unsafe_get_attr_pos(ev: &mut Evaluator, a: Args) -> EResult<Value> {
 }
 
 /// In debug mode, pause Nix expression evaluation and enter the REPL; otherwise (always, in rocmx) return the argument v.
-fn break_(ev: &mut Evaluator, a: Args) -> EResult<Value> {
-    ev.force(&a[0])
+fn break_(ev: &mut Evaluator, a: Args) -> RResult<Value> {
+    Ok(ev.force(&a[0])?)
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@
 //! from the `.drv` path and the output name, which resolution replaces by the
 //! realised path. Fixed-output paths are exact at evaluation time.
 
+use crate::eval::RResult;
 use std::collections::{BTreeMap, BTreeSet};
 
 use rocmx_store::derivation::{hash_placeholder, output_path_name, Derivation, DerivationOutput};
@@ -46,7 +47,7 @@ fn is_env_attr(k: &str) -> bool {
 }
 
 /// Write the store derivation described by attrs and return its drvPath and output paths (the primitive under derivation).
-fn derivation_strict(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn derivation_strict(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let attrs = ev.expect_attrs(&a[0])?;
     let name_v = attrs
         .get("name")
@@ -58,9 +59,10 @@ fn derivation_strict(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     let name = name.as_str().to_string();
     // Errors about the whole derivation (a missing `system`, a bad name or output
     // hash) point at its `name`, as Nix's do.
-    build(ev, &attrs, &name)
+    let r = build(ev, &attrs, &name)
         .at_pos_opt(attrs.get_pos("name"))
-        .frame(None, || format!("while evaluating derivation '{name}'"))
+        .frame(None, || format!("while evaluating derivation '{name}'"));
+    Ok(r?)
 }
 
 fn build(ev: &mut Evaluator, attrs: &Attrs, name: &str) -> EResult<Value> {

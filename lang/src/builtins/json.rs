@@ -11,6 +11,7 @@ mod from_toml;
 mod parser;
 mod to_xml;
 
+use crate::eval::RResult;
 use std::fmt::Write as _;
 
 use super::context::reject_context;
@@ -36,7 +37,7 @@ pub(crate) static BUILTINS: &[PrimOp] = &[
 // ---- toJSON -------------------------------------------------------------------
 
 /// Return a string containing a JSON representation of e; derivations and paths become store paths.
-fn to_json(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn to_json(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let (s, ctx) = value_to_json(ev, &a[0], true)?;
     Ok(Value::String(NixString::with_context(s, ctx)))
 }
@@ -274,12 +275,12 @@ pub(crate) fn json_float(f: f64) -> String {
 // ---- fromJSON -----------------------------------------------------------------
 
 /// Convert a JSON string to a Nix value.
-fn from_json(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn from_json(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let s = ev.expect_string(&a[0]).frame(None, || {
         "while evaluating the first argument passed to builtins.fromJSON".into()
     })?;
     reject_context(&s)?;
-    parser::parse_json(s.as_str())
+    Ok(parser::parse_json(s.as_str())?)
 }
 
 /// The message for a string that contains NUL, which Nix strings cannot hold.
@@ -293,7 +294,7 @@ pub(crate) fn null_byte_error(s: &str) -> String {
 // ---- fromTOML -----------------------------------------------------------------
 
 /// Convert a TOML string to a Nix value.
-fn from_toml(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn from_toml(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let s = ev.expect_string(&a[0]).frame(None, || {
         "while evaluating the argument passed to builtins.fromTOML".into()
     })?;
@@ -303,7 +304,7 @@ fn from_toml(ev: &mut Evaluator, a: Args) -> EResult<Value> {
         .experimental_features
         .iter()
         .any(|f| f == "parse-toml-timestamps");
-    toml_to_value(s.as_str(), timestamps)
+    Ok(toml_to_value(s.as_str(), timestamps)?)
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 //! must not implement container algorithms.
 
 use super::op;
+use crate::eval::RResult;
 use crate::eval::{EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
 use crate::syntax::ast::BinaryOp;
 use crate::value::{print, Args, PrimOp, Value};
@@ -34,28 +35,28 @@ pub(crate) static BUILTINS: &[PrimOp] = &[
 ];
 
 /// Return true if the value e1 is less than the value e2, and false otherwise (numbers, strings, paths or lists).
-fn less_than_op(ev: &mut Evaluator, a: Args) -> EResult<Value> {
-    ev.less_than(&a[0], &a[1]).map(Value::bool)
+fn less_than_op(ev: &mut Evaluator, a: Args) -> RResult<Value> {
+    Ok(ev.less_than(&a[0], &a[1]).map(Value::bool)?)
 }
 
 /// Return the sum of the numbers e1 and e2.
-fn add(ev: &mut Evaluator, a: Args) -> EResult<Value> {
-    ev.arith(BinaryOp::Add, &a[0], &a[1])
+fn add(ev: &mut Evaluator, a: Args) -> RResult<Value> {
+    Ok(ev.arith(BinaryOp::Add, &a[0], &a[1])?)
 }
 
 /// Return the difference between the numbers e1 and e2.
-fn sub(ev: &mut Evaluator, a: Args) -> EResult<Value> {
-    ev.arith(BinaryOp::Sub, &a[0], &a[1])
+fn sub(ev: &mut Evaluator, a: Args) -> RResult<Value> {
+    Ok(ev.arith(BinaryOp::Sub, &a[0], &a[1])?)
 }
 
 /// Return the product of the numbers e1 and e2.
-fn mul(ev: &mut Evaluator, a: Args) -> EResult<Value> {
-    ev.arith(BinaryOp::Mul, &a[0], &a[1])
+fn mul(ev: &mut Evaluator, a: Args) -> RResult<Value> {
+    Ok(ev.arith(BinaryOp::Mul, &a[0], &a[1])?)
 }
 
 /// Return the quotient of the numbers e1 and e2.
-fn div(ev: &mut Evaluator, a: Args) -> EResult<Value> {
-    ev.arith(BinaryOp::Div, &a[0], &a[1])
+fn div(ev: &mut Evaluator, a: Args) -> RResult<Value> {
+    Ok(ev.arith(BinaryOp::Div, &a[0], &a[1])?)
 }
 
 fn bit_op(ev: &mut Evaluator, a: &[Value], name: &str, f: fn(i64, i64) -> i64) -> EResult<Value> {
@@ -69,18 +70,18 @@ fn bit_op(ev: &mut Evaluator, a: &[Value], name: &str, f: fn(i64, i64) -> i64) -
 }
 
 /// Return the bitwise AND of the integers e1 and e2.
-fn bit_and(ev: &mut Evaluator, a: Args) -> EResult<Value> {
-    bit_op(ev, &a, "bitAnd", |x, y| x & y)
+fn bit_and(ev: &mut Evaluator, a: Args) -> RResult<Value> {
+    Ok(bit_op(ev, &a, "bitAnd", |x, y| x & y)?)
 }
 
 /// Return the bitwise OR of the integers e1 and e2.
-fn bit_or(ev: &mut Evaluator, a: Args) -> EResult<Value> {
-    bit_op(ev, &a, "bitOr", |x, y| x | y)
+fn bit_or(ev: &mut Evaluator, a: Args) -> RResult<Value> {
+    Ok(bit_op(ev, &a, "bitOr", |x, y| x | y)?)
 }
 
 /// Return the bitwise XOR of the integers e1 and e2.
-fn bit_xor(ev: &mut Evaluator, a: Args) -> EResult<Value> {
-    bit_op(ev, &a, "bitXor", |x, y| x ^ y)
+fn bit_xor(ev: &mut Evaluator, a: Args) -> RResult<Value> {
+    Ok(bit_op(ev, &a, "bitXor", |x, y| x ^ y)?)
 }
 
 /// `ceil` / `floor`: a number rounded to an integer; an error when the result
@@ -131,13 +132,13 @@ fn round(ev: &mut Evaluator, a: &[Value], name: &str, f: fn(f64) -> f64) -> ERes
 }
 
 /// Round and convert number to the next higher integer, if possible.
-fn ceil(ev: &mut Evaluator, a: Args) -> EResult<Value> {
-    round(ev, &a, "ceil", f64::ceil)
+fn ceil(ev: &mut Evaluator, a: Args) -> RResult<Value> {
+    Ok(round(ev, &a, "ceil", f64::ceil)?)
 }
 
 /// Round and convert number to the next lower integer, if possible.
-fn floor(ev: &mut Evaluator, a: Args) -> EResult<Value> {
-    round(ev, &a, "floor", f64::floor)
+fn floor(ev: &mut Evaluator, a: Args) -> RResult<Value> {
+    Ok(round(ev, &a, "floor", f64::floor)?)
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@
 
 mod ere;
 
+use crate::eval::{raise, RResult};
 use std::path::Path;
 use std::rc::Rc;
 
@@ -87,7 +88,7 @@ fn slice_to_string(text: &str, a: usize, b: usize) -> String {
 }
 
 /// Return the number of bytes of the string e.
-fn string_length(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn string_length(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let s = ev
         .coerce_to_string(&a[0], CoerceMode::Interpolation)
         .frame(None, || {
@@ -97,12 +98,12 @@ fn string_length(ev: &mut Evaluator, a: Args) -> EResult<Value> {
 }
 
 /// Return the substring of s from byte position start (zero-based) up to but not including start + len.
-fn substring(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn substring(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let start = ev.expect_int(&a[0]).frame(None, || {
         "while evaluating the first argument (the start offset) passed to builtins.substring".into()
     })?;
     if start < 0 {
-        return Err(EvalError::new(
+        return raise(EvalError::new(
             ErrorKind::Eval,
             "negative start position in 'substring'",
         ));
@@ -149,7 +150,7 @@ fn substring(ev: &mut Evaluator, a: Args) -> EResult<Value> {
 }
 
 /// Given string s, replace every occurrence of the strings in from with the corresponding string in to.
-fn replace_strings(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn replace_strings(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let from_l = ev.expect_list(&a[0]).frame(None, || {
         "while evaluating the first argument passed to builtins.replaceStrings".into()
     })?;
@@ -157,7 +158,7 @@ fn replace_strings(ev: &mut Evaluator, a: Args) -> EResult<Value> {
         "while evaluating the second argument passed to builtins.replaceStrings".into()
     })?;
     if from_l.len() != to_l.len() {
-        return Err(EvalError::new(
+        return raise(EvalError::new(
             ErrorKind::Eval,
             "'from' and 'to' arguments passed to builtins.replaceStrings have different lengths",
         ));
@@ -297,7 +298,7 @@ fn group_values(hay: &str, groups: &[Option<(usize, usize)>]) -> Value {
 }
 
 /// Return the list of groups if the extended POSIX regular expression regex matches str precisely, otherwise null.
-fn match_(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn match_(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let re = force_string_no_ctx(ev, &a[0], || {
         "while evaluating the first argument passed to builtins.match".into()
     })?;
@@ -313,7 +314,7 @@ fn match_(ev: &mut Evaluator, a: Args) -> EResult<Value> {
 }
 
 /// Return a list of the strings between the matches of the extended POSIX regular expression regex in str, with the lists of each match's groups between them.
-fn split(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn split(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let re = force_string_no_ctx(ev, &a[0], || {
         "while evaluating the first argument passed to builtins.split".into()
     })?;
@@ -338,7 +339,7 @@ fn split(ev: &mut Evaluator, a: Args) -> EResult<Value> {
 }
 
 /// Concatenate a list of strings with a separator between each element.
-fn concat_strings_sep(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn concat_strings_sep(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let sep = ev.expect_string(&a[0]).frame(None, || {
         "while evaluating the first argument (the separator string) passed to builtins.concatStringsSep".into()
     })?;
@@ -392,7 +393,7 @@ pub(crate) fn base_name_of(path: &str) -> &str {
 }
 
 /// Return the base name of the path or string x: the part after the last directory separator (one trailing slash of a string ignored).
-fn base_name_of_op(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn base_name_of_op(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let s = ev
         .coerce_to_string(&a[0], CoerceMode::NoCopy)
         .frame(None, || {
@@ -409,7 +410,7 @@ fn base_name_of_op(ev: &mut Evaluator, a: Args) -> EResult<Value> {
 }
 
 /// Return the directory part of the string s, that is, everything before the final slash in the string.
-fn dir_of(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn dir_of(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let v = ev.force(&a[0])?;
     if let Value::Path(p) = &v {
         return Ok(match p.parent() {
@@ -444,7 +445,7 @@ fn parse_hash_algo(name: &str) -> EResult<HashAlgo> {
 }
 
 /// Return a base-16 representation of the cryptographic hash of string s, with the algorithm type (md5, sha1, sha256 or sha512).
-fn hash_string(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn hash_string(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let algo = force_string_no_ctx(ev, &a[0], || {
         "while evaluating the first argument passed to builtins.hashString".into()
     })?;
@@ -524,7 +525,7 @@ fn parse_any_hash(s: &str, algo: Option<HashAlgo>) -> EResult<Hash> {
 }
 
 /// Return the representation args.toHashFormat of the hash args.hash (its algorithm args.hashAlgo when the hash does not say).
-fn convert_hash(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn convert_hash(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let attrs = ev.expect_attrs(&a[0]).frame(None, || {
         "while evaluating the first argument passed to builtins.convertHash".into()
     })?;
@@ -556,7 +557,7 @@ fn convert_hash(ev: &mut Evaluator, a: Args) -> EResult<Value> {
         "base64" => Encoding::Base64,
         "sri" => Encoding::Sri,
         other => {
-            return Err(EvalError::new(
+            return raise(EvalError::new(
                 ErrorKind::Eval,
                 format!(
                     "unknown hash format '{other}', expect 'base16', 'base32', 'base64', or 'sri'"

@@ -6,12 +6,13 @@
 //! everything else, and a missing component sorts before a number. It must not
 //! know anything about derivations beyond splitting a name at its version.
 
+use crate::eval::RResult;
 use std::cmp::Ordering;
 
 use super::mk_attrs;
 use super::op;
 use super::strings::force_string_no_ctx;
-use crate::eval::{EResult, Evaluator};
+use crate::eval::Evaluator;
 use crate::value::{Args, PrimOp, Value};
 
 pub(crate) static BUILTINS: &[PrimOp] = &[
@@ -122,7 +123,7 @@ pub(crate) fn parse_drv_name(s: &str) -> (String, String) {
 }
 
 /// Compare two version strings: -1 if s1 is older than s2, 0 if they are the same, and 1 if s1 is newer.
-fn compare_versions_op(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn compare_versions_op(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let v1 = force_string_no_ctx(ev, &a[0], || {
         "while evaluating the first argument passed to builtins.compareVersions".into()
     })?;
@@ -139,7 +140,7 @@ fn compare_versions_op(ev: &mut Evaluator, a: Args) -> EResult<Value> {
 }
 
 /// Split a string representing a version into its components, as compareVersions does.
-fn split_version_op(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn split_version_op(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let v = force_string_no_ctx(ev, &a[0], || {
         "while evaluating the first argument passed to builtins.splitVersion".into()
     })?;
@@ -152,7 +153,7 @@ fn split_version_op(ev: &mut Evaluator, a: Args) -> EResult<Value> {
 }
 
 /// Split the string s into a package name and version: { name; version; }, at the first dash not followed by a letter.
-fn parse_drv_name_op(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn parse_drv_name_op(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let s = force_string_no_ctx(ev, &a[0], || {
         "while evaluating the first argument passed to builtins.parseDrvName".into()
     })?;

@@ -9,7 +9,8 @@
 use std::rc::Rc;
 
 use super::ir::*;
-use super::{error, forced, CoerceMode, EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
+use super::raised::{raise, RResult};
+use super::{error, forced, CoerceMode, ErrorExt, ErrorKind, EvalError, Evaluator};
 use crate::value::{Attrs, Sym, Thunk, ThunkState, Value};
 
 impl Evaluator {
@@ -47,7 +48,7 @@ impl Evaluator {
     }
 
     /// Builds the set; a `rec` set's values close over its new scope.
-    pub(super) fn eval_attrs(&mut self, def: &Rc<AttrsDef>, env: &Env) -> EResult<Rc<Attrs>> {
+    pub(super) fn eval_attrs(&mut self, def: &Rc<AttrsDef>, env: &Env) -> RResult<Rc<Attrs>> {
         let scope = if def.needs_env() {
             self.new_scope(def, env)
         } else {
@@ -84,7 +85,7 @@ impl Evaluator {
                 Value::Null => continue,
                 Value::String(s) => Sym::new(s.as_str()),
                 other => {
-                    return Err(EvalError::at(
+                    return raise(EvalError::at(
                         ErrorKind::Type,
                         format!(
                             "expected a string but found {}",
@@ -95,7 +96,7 @@ impl Evaluator {
                 }
             };
             if attrs.contains(key) {
-                return Err(EvalError::at(
+                return raise(EvalError::at(
                     ErrorKind::Eval,
                     format!("dynamic attribute '{key}' already defined"),
                     *pos,
@@ -124,14 +125,14 @@ impl Evaluator {
     /// The name an attribute path element stands for; static names (nearly
     /// all) are a copy, so only dynamic ones leave the inlined path.
     #[inline]
-    fn attr_name(&mut self, n: &IrAttrName, env: &Env) -> EResult<Sym> {
+    fn attr_name(&mut self, n: &IrAttrName, env: &Env) -> RResult<Sym> {
         match n {
             IrAttrName::Static(s) => Ok(*s),
             IrAttrName::Dynamic(ir) => self.dynamic_attr_name(ir, env),
         }
     }
 
-    fn dynamic_attr_name(&mut self, ir: &Ir, env: &Env) -> EResult<Sym> {
+    fn dynamic_attr_name(&mut self, ir: &Ir, env: &Env) -> RResult<Sym> {
         let v = self.eval(ir, env)?;
         let s = self.coerce_to_string(&v, CoerceMode::Interpolation)?;
         Ok(Sym::new(s.as_str()))
@@ -144,7 +145,7 @@ impl Evaluator {
         default: Option<&Rc<Ir>>,
         env: &Env,
         pos: Pos,
-    ) -> EResult<Value> {
+    ) -> RResult<Value> {
         if let Some((name, found)) = select_in_place(expr, path, env) {
             match found {
                 Some(v) => {
@@ -167,7 +168,7 @@ impl Evaluator {
                 Value::Attrs(a) => a.get(name).cloned(),
                 _ if default.is_some() => None,
                 other => {
-                    return Err(EvalError::at(
+                    return raise(EvalError::at(
                         ErrorKind::Type,
                         format!(
                             "expected a set but found {} while selecting attribute '{name}'",
@@ -192,7 +193,7 @@ impl Evaluator {
                     };
                     let hint = error::did_you_mean(&name, a.keys().map(|k| k.as_str()));
                     let _ = i;
-                    return Err(EvalError::missing_attribute(&name, hint)).at_pos(pos);
+                    return raise(EvalError::missing_attribute(&name, hint)).at_pos(pos);
                 }
             }
         }
@@ -205,7 +206,7 @@ impl Evaluator {
         path: &[IrAttrName],
         env: &Env,
         pos: Pos,
-    ) -> EResult<bool> {
+    ) -> RResult<bool> {
         let mut cur = self.eval(expr, env)?;
         for (i, n) in path.iter().enumerate() {
             let name = self.attr_name(n, env).at_pos(pos)?;

@@ -8,12 +8,13 @@ use std::rc::Rc;
 
 use super::error::{self, ErrorExt};
 use super::ir::{Env, Ir, IrParam, LambdaDef, Pos, Slots, SLOTS_INLINE};
+use super::raised::{raise, RResult};
 use super::{EResult, ErrorKind, EvalError, Evaluator, GROW_EVERY, INTERRUPT_EVERY, SCOPE_POOL};
 use crate::value::{Args, Closure, PrimOpApp, Value};
 
 impl Evaluator {
     /// Applies `f` to `arg`, adding `pos` to errors as the call site.
-    pub fn call_at(&mut self, f: &Value, arg: Value, pos: Pos) -> EResult<Value> {
+    pub fn call_at(&mut self, f: &Value, arg: Value, pos: Pos) -> RResult<Value> {
         self.call(f, arg).at_pos(pos)
     }
 
@@ -24,7 +25,7 @@ impl Evaluator {
         args: &[Rc<Ir>],
         env: &Env,
         pos: Pos,
-    ) -> EResult<Value> {
+    ) -> RResult<Value> {
         self.apply_args(f, args.len(), |ev, i| ev.delay(&args[i], env), Some(pos))
     }
 
@@ -38,8 +39,8 @@ impl Evaluator {
         n: usize,
         mut arg: impl FnMut(&mut Self, usize) -> Value,
         pos: Option<Pos>,
-    ) -> EResult<Value> {
-        let at = |r: EResult<Value>| match pos {
+    ) -> RResult<Value> {
+        let at = |r: RResult<Value>| match pos {
             Some(p) => r.at_pos(p),
             None => r,
         };
@@ -110,7 +111,7 @@ impl Evaluator {
     /// A builtin (`app`, with the arguments it already has) applied to one
     /// more: called when that completes its arity, else a longer partial
     /// application.
-    pub(super) fn call_primop_app(&mut self, app: &PrimOpApp, arg: Value) -> EResult<Value> {
+    pub(super) fn call_primop_app(&mut self, app: &PrimOpApp, arg: Value) -> RResult<Value> {
         let mut args = Args::new();
         for x in app.args.iter() {
             args.push(x.clone());
@@ -128,14 +129,14 @@ impl Evaluator {
         &mut self,
         op: &'static crate::value::PrimOp,
         args: Args,
-    ) -> EResult<Value> {
+    ) -> RResult<Value> {
         let r = (op.f)(self, args).builtin_frame(op.name)?;
         self.force_owned(r)
     }
 
     /// Evaluates a lambda's body in its argument scope: counts the call depth,
     /// grows the native stack when needed, and adds the "while calling" frame.
-    pub(super) fn enter(&mut self, def: &Rc<LambdaDef>, scope: &Env) -> EResult<Value> {
+    pub(super) fn enter(&mut self, def: &Rc<LambdaDef>, scope: &Env) -> RResult<Value> {
         self.calls = self.calls.wrapping_add(1);
         if self.calls.is_multiple_of(INTERRUPT_EVERY) {
             self.check_interrupt(def.pos)?;
@@ -143,7 +144,7 @@ impl Evaluator {
         self.call_depth += 1;
         if self.call_depth > self.settings.max_call_depth {
             self.call_depth -= 1;
-            return Err(EvalError::at(
+            return raise(EvalError::at(
                 ErrorKind::CallDepth {
                     limit: self.settings.max_call_depth,
                 },
@@ -170,7 +171,7 @@ impl Evaluator {
     }
 
     /// Applies a function value to one argument and forces the result.
-    pub fn call(&mut self, f: &Value, arg: Value) -> EResult<Value> {
+    pub fn call(&mut self, f: &Value, arg: Value) -> RResult<Value> {
         if let Value::Lambda(c) = f {
             return self.call_lambda(c, arg);
         }
@@ -189,7 +190,7 @@ impl Evaluator {
                 let inner = self.call(&functor, f.clone())?;
                 self.call(&inner, arg)
             }
-            other => Err(EvalError::new(
+            other => raise(EvalError::new(
                 ErrorKind::Type,
                 format!(
                     "attempt to call something which is not a function but {}",
@@ -200,14 +201,14 @@ impl Evaluator {
     }
 
     /// Applies `f` to several arguments in turn.
-    pub fn call_n(&mut self, f: &Value, args: impl IntoIterator<Item = Value>) -> EResult<Value> {
+    pub fn call_n(&mut self, f: &Value, args: impl IntoIterator<Item = Value>) -> RResult<Value> {
         let args: smallvec::SmallVec<[Value; 4]> = args.into_iter().collect();
         let r = self.apply_args(f.clone(), args.len(), |_, i| args[i].clone(), None)?;
         self.force_owned(r)
     }
 
     /// `f a b`, the common shape of callbacks (`sort`, `foldl'`, `mapAttrs`).
-    pub fn call2(&mut self, f: &Value, a: Value, b: Value) -> EResult<Value> {
+    pub fn call2(&mut self, f: &Value, a: Value, b: Value) -> RResult<Value> {
         let mut args = [Some(a), Some(b)];
         let r = self.apply_args(
             f.clone(),
@@ -218,7 +219,7 @@ impl Evaluator {
         self.force_owned(r)
     }
 
-    pub(super) fn call_lambda(&mut self, c: &Rc<Closure>, arg: Value) -> EResult<Value> {
+    pub(super) fn call_lambda(&mut self, c: &Rc<Closure>, arg: Value) -> RResult<Value> {
         let scope = self.bind_args(c, arg)?;
         let r = self.enter(&c.def, &scope);
         self.recycle_scope(scope);
@@ -306,7 +307,7 @@ impl Evaluator {
 
     /// Builds the scope a lambda's body runs in: the argument, or the formals
     /// matched against the argument set (with defaults and `@`).
-    pub(super) fn bind_args(&mut self, c: &Rc<Closure>, arg: Value) -> EResult<Env> {
+    pub(super) fn bind_args(&mut self, c: &Rc<Closure>, arg: Value) -> RResult<Env> {
         let def = &c.def;
         match &def.param {
             IrParam::Ident(_) => Ok(self.ident_scope(c, arg)),
@@ -318,7 +319,7 @@ impl Evaluator {
             } => {
                 let forced = self.force(&arg)?;
                 let Value::Attrs(attrs) = &forced else {
-                    return Err(EvalError::at(
+                    return raise(EvalError::at(
                         ErrorKind::Type,
                         format!("expected a set but found {}", self.describe_value(&forced)),
                         def.pos,
@@ -338,7 +339,7 @@ impl Evaluator {
                             {
                                 msg.push_str(&format!("; did you mean '{s}'?"));
                             }
-                            return Err(EvalError::at(ErrorKind::Type, msg, def.pos));
+                            return raise(EvalError::at(ErrorKind::Type, msg, def.pos));
                         }
                     }
                 }
@@ -353,7 +354,7 @@ impl Evaluator {
                                 defaults.push((i, d));
                             }
                             None => {
-                                return Err(EvalError::at(
+                                return raise(EvalError::at(
                                     ErrorKind::Type,
                                     format!(
                                         "{} called without required argument '{name}'",

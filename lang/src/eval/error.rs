@@ -69,7 +69,9 @@ pub struct EvalError {
     pub frames: Vec<Frame>,
 }
 
-/// Errors are boxed so `Result<Value, _>` stays small on the hot path.
+/// A result with its error boxed: what the public entry points and helpers
+/// return. The hot path returns [`super::raised::RResult`] instead, whose
+/// error is zero-sized (see `raised.rs` for why); `?` converts between them.
 pub type EResult<T> = Result<T, Box<EvalError>>;
 
 /// "; did you mean 'x'?" after a message, when there is a suggestion.
@@ -148,18 +150,28 @@ impl std::fmt::Display for EvalError {
 
 impl std::error::Error for EvalError {}
 
-/// Adds position and frames to errors as they propagate.
-pub trait ErrorExt<T> {
+/// Adds position and frames to errors as they propagate, on both kinds of
+/// result: [`EResult`] and the hot path's [`super::raised::RResult`].
+pub trait ErrorExt: Sized {
     /// Sets the error's position if it has none yet.
-    fn at_pos(self, pos: Pos) -> EResult<T>;
+    fn at_pos(self, pos: Pos) -> Self;
     /// Pushes a "while …" frame.
-    fn frame(self, pos: Option<Pos>, msg: impl FnOnce() -> String) -> EResult<T>;
+    fn frame(self, pos: Option<Pos>, msg: impl FnOnce() -> String) -> Self;
     /// Pushes the frame of a call of builtin `name`: "while calling the 'NAME'
     /// builtin", without a position.
-    fn builtin_frame(self, name: &'static str) -> EResult<T>;
+    fn builtin_frame(self, name: &'static str) -> Self;
 }
 
-impl<T> ErrorExt<T> for EResult<T> {
+/// The frame [`ErrorExt::builtin_frame`] pushes.
+fn builtin_frame_of(name: &'static str) -> Frame {
+    Frame {
+        pos: None,
+        msg: format!("while calling the '{name}' builtin"),
+        builtin: Some(name),
+    }
+}
+
+impl<T> ErrorExt for EResult<T> {
     #[inline]
     fn at_pos(self, pos: Pos) -> EResult<T> {
         self.map_err(|mut e| {
@@ -186,14 +198,31 @@ impl<T> ErrorExt<T> for EResult<T> {
     fn builtin_frame(self, name: &'static str) -> EResult<T> {
         self.map_err(|mut e| {
             if e.frames.len() < 64 {
-                e.frames.push(Frame {
-                    pos: None,
-                    msg: format!("while calling the '{name}' builtin"),
-                    builtin: Some(name),
-                });
+                e.frames.push(builtin_frame_of(name));
             }
             e
         })
+    }
+}
+
+impl<T> ErrorExt for super::raised::RResult<T> {
+    #[inline]
+    fn at_pos(self, pos: Pos) -> Self {
+        self.map_err(|r| r.at_pos(pos))
+    }
+    #[inline]
+    fn frame(self, pos: Option<Pos>, msg: impl FnOnce() -> String) -> Self {
+        self.map_err(|r| {
+            r.frame(|| Frame {
+                pos,
+                msg: msg(),
+                builtin: None,
+            })
+        })
+    }
+    #[inline]
+    fn builtin_frame(self, name: &'static str) -> Self {
+        self.map_err(|r| r.frame(|| builtin_frame_of(name)))
     }
 }
 

@@ -92,7 +92,7 @@ impl Evaluator {
     pub fn eval_string(&mut self, text: &str, base_dir: &Path) -> EResult<Value> {
         let ir = self.compile_source("«string»".into(), None, text.into(), base_dir)?;
         let env = self.globals.clone();
-        self.eval(&ir, &env)
+        Ok(self.eval(&ir, &env)?)
     }
 
     /// Whether `p` may be seen: not below a tracked git work tree, or tracked
@@ -192,7 +192,7 @@ impl Evaluator {
         let env = self.globals.clone();
         let thunk = Value::Thunk(Thunk::new(ThunkState::Suspended(ir, env)));
         self.import_cache.insert(path, thunk.clone());
-        self.force(&thunk)
+        Ok(self.force(&thunk)?)
     }
 
     // ---- imports and search path ---------------------------------------------

@@ -18,6 +18,7 @@ pub mod error;
 mod import;
 pub mod ir;
 mod ops;
+pub mod raised;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -27,6 +28,7 @@ pub(crate) use attrs::select_evaluated;
 pub use error::{EResult, ErrorExt, ErrorKind, EvalError, Frame, SourceMap};
 pub(crate) use ops::show_value;
 pub use ops::CoerceMode;
+pub use raised::{raise, RResult, Raised};
 
 use crate::store::EvalStore;
 use crate::value::{Closure, NixString, Sym, Thunk, ThunkState, Value};
@@ -161,7 +163,7 @@ impl Evaluator {
 
     /// Evaluates `v` to weak head normal form.
     #[inline]
-    pub fn force(&mut self, v: &Value) -> EResult<Value> {
+    pub fn force(&mut self, v: &Value) -> RResult<Value> {
         match v {
             Value::Thunk(t) => self.force_thunk(t),
             v => Ok(v.clone()),
@@ -170,7 +172,7 @@ impl Evaluator {
 
     /// Like [`Self::force`], consuming the value (no clone when it is forced).
     #[inline]
-    pub fn force_owned(&mut self, v: Value) -> EResult<Value> {
+    pub fn force_owned(&mut self, v: Value) -> RResult<Value> {
         match v {
             Value::Thunk(t) => self.force_thunk(&t),
             v => Ok(v),
@@ -184,7 +186,7 @@ impl Evaluator {
     /// overwritten in place when forced. Unobservable: a forced thunk stands for
     /// its value for good.
     #[inline]
-    fn force_var(&mut self, scope: &Env, idx: u32, t: &Thunk) -> EResult<Value> {
+    fn force_var(&mut self, scope: &Env, idx: u32, t: &Thunk) -> RResult<Value> {
         let v = self.force_thunk(t)?;
         scope.set(idx, v.clone());
         Ok(v)
@@ -213,7 +215,7 @@ impl Evaluator {
         stacker::maybe_grow(RED_ZONE, STACK_CHUNK, || f(self))
     }
 
-    pub fn force_thunk(&mut self, t: &Thunk) -> EResult<Value> {
+    pub fn force_thunk(&mut self, t: &Thunk) -> RResult<Value> {
         if let Some(v) = t.value() {
             return Ok(v);
         }
@@ -221,8 +223,11 @@ impl Evaluator {
         let result = self.nested(|ev| match &state {
             ThunkState::Suspended(ir, env) => ev.eval(ir, env),
             ThunkState::Apply(f, a) => ev.call(f, a.clone()),
-            ThunkState::Native(f) => f(ev).and_then(|v| ev.force_owned(v)),
-            ThunkState::Blackhole => Err(EvalError::new(
+            ThunkState::Native(f) => match f(ev) {
+                Ok(v) => ev.force_owned(v),
+                Err(e) => Err(e.into()),
+            },
+            ThunkState::Blackhole => raise(EvalError::new(
                 ErrorKind::InfiniteRecursion,
                 "infinite recursion encountered",
             )),
@@ -314,7 +319,7 @@ impl Evaluator {
     /// inline here so the big dispatch in `eval_inner` is entered only for
     /// compound expressions.
     #[inline(always)]
-    pub fn eval(&mut self, ir: &Ir, env: &Env) -> EResult<Value> {
+    pub fn eval(&mut self, ir: &Ir, env: &Env) -> RResult<Value> {
         match ir {
             Ir::Const(v) => Ok(v.clone()),
             Ir::Var { up, idx, pos } => {
@@ -328,7 +333,7 @@ impl Evaluator {
         }
     }
 
-    fn eval_inner(&mut self, ir: &Ir, env: &Env) -> EResult<Value> {
+    fn eval_inner(&mut self, ir: &Ir, env: &Env) -> RResult<Value> {
         match ir {
             // Handled inline by `eval`, the only caller; never reached here.
             Ir::Const(_) | Ir::Var { .. } => self.eval(ir, env),
@@ -379,7 +384,7 @@ impl Evaluator {
                     self.eval(body, env)
                 } else {
                     let text = self.source_text(*pos);
-                    Err(EvalError::assertion_failed(text, *pos))
+                    raise(EvalError::assertion_failed(text, *pos))
                 }
             }
             Ir::If {
@@ -409,7 +414,7 @@ impl Evaluator {
     /// scope was dropped through an out-of-line call that tests its variant
     /// again (callgrind: 3.5 M such calls in `modules`, from the operators).
     #[inline(always)]
-    pub(super) fn eval_bool(&mut self, ir: &Ir, env: &Env, pos: Pos) -> EResult<bool> {
+    pub(super) fn eval_bool(&mut self, ir: &Ir, env: &Env, pos: Pos) -> RResult<bool> {
         match self.eval(ir, env)? {
             Value::Bool(b) => Ok(b.get()),
             other => self.expect_bool(&other).at_pos(pos),
@@ -424,7 +429,7 @@ impl Evaluator {
             .to_string()
     }
 
-    fn lookup_with(&mut self, name: &Sym, withs: &[u32], env: &Env, pos: Pos) -> EResult<Value> {
+    fn lookup_with(&mut self, name: &Sym, withs: &[u32], env: &Env, pos: Pos) -> RResult<Value> {
         for &up in withs {
             let attrs = self.force_owned(env.ancestor(up).get(0))?;
             match &attrs {
@@ -434,7 +439,7 @@ impl Evaluator {
                     }
                 }
                 other => {
-                    return Err(EvalError::at(
+                    return raise(EvalError::at(
                         ErrorKind::Type,
                         format!("expected a set but found {}", self.describe_value(other)),
                         pos,
@@ -442,7 +447,7 @@ impl Evaluator {
                 }
             }
         }
-        Err(EvalError::undefined_variable(name, None)).at_pos(pos)
+        raise(EvalError::undefined_variable(name, None)).at_pos(pos)
     }
 
     /// A short description of a value for error messages (`a set`, `an integer 1`).

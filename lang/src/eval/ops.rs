@@ -14,6 +14,7 @@ use std::rc::Rc;
 use super::compile::canon_path;
 use super::error::{EResult, ErrorExt, ErrorKind, EvalError};
 use super::ir::{Env, Ir, Pos};
+use super::raised::{raise, RResult, Raised};
 use super::Evaluator;
 use crate::syntax::ast::BinaryOp;
 use crate::value::{print, Attrs, Context, ContextElem, NixString, Value};
@@ -52,7 +53,7 @@ impl Evaluator {
         rhs: &Rc<Ir>,
         env: &Env,
         pos: Pos,
-    ) -> EResult<Value> {
+    ) -> RResult<Value> {
         use BinaryOp::*;
         match op {
             And => Ok(Value::bool(
@@ -95,7 +96,7 @@ impl Evaluator {
     }
 
     /// Applies a strict binary operator to two forced values.
-    pub fn binary_values(&mut self, op: BinaryOp, l: &Value, r: &Value) -> EResult<Value> {
+    pub fn binary_values(&mut self, op: BinaryOp, l: &Value, r: &Value) -> RResult<Value> {
         use BinaryOp::*;
         if let (Value::Int(a), Value::Int(b)) = (l, r) {
             if let Some(v) = int_fast_path(op, *a, *b) {
@@ -142,7 +143,7 @@ impl Evaluator {
     /// numbers). Operands are forced; mixed int/float promotes to float; integer
     /// overflow and division by zero are errors with Nix's wording, never a wrap
     /// or a panic. Other operators are refused.
-    pub fn arith(&mut self, op: BinaryOp, l: &Value, r: &Value) -> EResult<Value> {
+    pub fn arith(&mut self, op: BinaryOp, l: &Value, r: &Value) -> RResult<Value> {
         let l = self.force(l)?;
         let r = self.force(r)?;
         let (noun, verb, sym) = match op {
@@ -150,7 +151,7 @@ impl Evaluator {
             BinaryOp::Sub => ("subtraction", "subtracting", "-"),
             BinaryOp::Mul => ("multiplication", "multiplying", "*"),
             BinaryOp::Div => return self.divide(&l, &r),
-            _ => return Err(EvalError::new(ErrorKind::Eval, "not a numeric operator")),
+            _ => return raise(EvalError::new(ErrorKind::Eval, "not a numeric operator")),
         };
         if matches!(l, Value::Float(_)) || matches!(r, Value::Float(_)) {
             // Nix's own wording for the first operand of a float multiplication.
@@ -181,20 +182,20 @@ impl Evaluator {
             _ => x.checked_mul(y),
         };
         res.map(Value::Int).ok_or_else(|| {
-            EvalError::new(
+            Raised::raise(EvalError::new(
                 ErrorKind::Eval,
                 format!("integer overflow in {verb} {x} {sym} {y}"),
-            )
+            ))
         })
     }
 
     /// `__div` on forced operands: the divisor is checked for zero first.
-    fn divide(&mut self, l: &Value, r: &Value) -> EResult<Value> {
+    fn divide(&mut self, l: &Value, r: &Value) -> RResult<Value> {
         let divisor = self.expect_number(r).frame(None, || {
             "while evaluating the second operand of the division".into()
         })?;
         if divisor == 0.0 {
-            return Err(EvalError::new(ErrorKind::Eval, "division by zero"));
+            return raise(EvalError::new(ErrorKind::Eval, "division by zero"));
         }
         if matches!(l, Value::Float(_)) || matches!(r, Value::Float(_)) {
             let x = self.expect_number(l).frame(None, || {
@@ -209,19 +210,19 @@ impl Evaluator {
             "while evaluating the second operand of the division".into()
         })?;
         x.checked_div(y).map(Value::Int).ok_or_else(|| {
-            EvalError::new(
+            Raised::raise(EvalError::new(
                 ErrorKind::Eval,
                 format!("integer overflow in dividing {x} / {y}"),
-            )
+            ))
         })
     }
 
-    fn add(&mut self, l: &Value, r: &Value) -> EResult<Value> {
+    fn add(&mut self, l: &Value, r: &Value) -> RResult<Value> {
         match (l, r) {
             (Value::Int(_) | Value::Float(_), Value::Int(_) | Value::Float(_)) => {
                 self.arith(BinaryOp::Add, l, r)
             }
-            (Value::Int(_) | Value::Float(_), _) => Err(EvalError::new(
+            (Value::Int(_) | Value::Float(_), _) => raise(EvalError::new(
                 ErrorKind::Type,
                 format!(
                     "cannot add {} to {}",
@@ -232,7 +233,7 @@ impl Evaluator {
             (Value::Path(p), _) => {
                 let s = self.coerce_to_string(r, CoerceMode::NoCopy)?;
                 if s.has_context() {
-                    return Err(EvalError::new(
+                    return raise(EvalError::new(
                         ErrorKind::Eval,
                         format!(
                             "a string that refers to a store path cannot be appended to a path: '{}'",
@@ -254,7 +255,7 @@ impl Evaluator {
                 s.push_str(b.as_str());
                 Ok(Value::String(NixString::with_context(s, ctx)))
             }
-            _ => Err(EvalError::new(
+            _ => raise(EvalError::new(
                 ErrorKind::Type,
                 format!(
                     "cannot add {} to {}",
@@ -266,7 +267,7 @@ impl Evaluator {
     }
 
     /// Deep equality as `==` defines it.
-    pub fn equal(&mut self, l: &Value, r: &Value) -> EResult<bool> {
+    pub fn equal(&mut self, l: &Value, r: &Value) -> RResult<bool> {
         if matches!(l, Value::Thunk(_)) || matches!(r, Value::Thunk(_)) {
             let l = self.force(l)?;
             let r = self.force(r)?;
@@ -278,7 +279,7 @@ impl Evaluator {
     }
 
     /// [`Self::equal`] of two values in weak head normal form.
-    fn equal_evaluated(&mut self, l: &Value, r: &Value) -> EResult<bool> {
+    fn equal_evaluated(&mut self, l: &Value, r: &Value) -> RResult<bool> {
         Ok(match (l, r) {
             (Value::Null, Value::Null) => true,
             (Value::Bool(a), Value::Bool(b)) => a == b,
@@ -329,7 +330,7 @@ impl Evaluator {
     }
 
     /// Element equality: the same shared thunk is equal to itself without forcing.
-    fn equal_elem(&mut self, x: &Value, y: &Value) -> EResult<bool> {
+    fn equal_elem(&mut self, x: &Value, y: &Value) -> RResult<bool> {
         // Nix's value identity optimisation: the very same value inside a list or
         // set is equal to itself, even a function.
         match (x, y) {
@@ -359,7 +360,7 @@ impl Evaluator {
     /// defines it: numbers (ints and floats mixed), strings, paths, and lists
     /// lexicographically (elements compared with `<` only where they differ by
     /// `==`). Anything else is an error.
-    pub fn less_than(&mut self, a: &Value, b: &Value) -> EResult<bool> {
+    pub fn less_than(&mut self, a: &Value, b: &Value) -> RResult<bool> {
         let a = self.force(a)?;
         let b = self.force(b)?;
         match (&a, &b) {
@@ -393,7 +394,7 @@ impl Evaluator {
                     i += 1;
                 }
             }
-            _ if std::mem::discriminant(&a) != std::mem::discriminant(&b) => Err(EvalError::new(
+            _ if std::mem::discriminant(&a) != std::mem::discriminant(&b) => raise(EvalError::new(
                 ErrorKind::Eval,
                 format!(
                     "cannot compare {} with {}; values are {} and {}",
@@ -403,7 +404,7 @@ impl Evaluator {
                     show_value(&b)
                 ),
             )),
-            _ => Err(EvalError::new(
+            _ => raise(EvalError::new(
                 ErrorKind::Eval,
                 format!(
                     "cannot compare {} with {}; values of that type are incomparable (values are {} and {})",
@@ -418,7 +419,7 @@ impl Evaluator {
 
     // ---- strings -------------------------------------------------------------
 
-    pub(super) fn eval_interp(&mut self, parts: &[Rc<Ir>], env: &Env, pos: Pos) -> EResult<Value> {
+    pub(super) fn eval_interp(&mut self, parts: &[Rc<Ir>], env: &Env, pos: Pos) -> RResult<Value> {
         // The parts first, then one allocation of the exact length.
         let mut strs: smallvec::SmallVec<[NixString; 8]> = smallvec::SmallVec::new();
         let mut len = 0;
@@ -445,13 +446,13 @@ impl Evaluator {
         parts: &[Rc<Ir>],
         env: &Env,
         pos: Pos,
-    ) -> EResult<Value> {
+    ) -> RResult<Value> {
         let mut s = String::new();
         for p in parts {
             let v = self.eval(p, env)?;
             let part = self.coerce_to_string(&v, CoerceMode::NoCopy).at_pos(pos)?;
             if part.has_context() {
-                return Err(EvalError::at(
+                return raise(EvalError::at(
                     ErrorKind::Eval,
                     format!(
                         "a string that refers to a store path cannot be appended to a path: '{}'",
@@ -593,19 +594,19 @@ impl Evaluator {
     // ---- typed accessors for builtins ---------------------------------------
 
     #[inline]
-    pub fn expect_bool(&mut self, v: &Value) -> EResult<bool> {
+    pub fn expect_bool(&mut self, v: &Value) -> RResult<bool> {
         if let Value::Bool(b) = v {
             return Ok(b.get());
         }
         match self.force(v)? {
             Value::Bool(b) => Ok(b.get()),
-            o => Err(self.type_error("a Boolean", &o)),
+            o => raise(self.type_error("a Boolean", &o)),
         }
     }
-    pub fn expect_int(&mut self, v: &Value) -> EResult<i64> {
+    pub fn expect_int(&mut self, v: &Value) -> RResult<i64> {
         match self.force(v)? {
             Value::Int(i) => Ok(i),
-            o => Err(self.type_error("an integer", &o)),
+            o => raise(self.type_error("an integer", &o)),
         }
     }
     /// An int or float, as a float.
@@ -617,30 +618,30 @@ impl Evaluator {
         }
     }
     /// A string value (no coercion), with its context.
-    pub fn expect_string(&mut self, v: &Value) -> EResult<NixString> {
+    pub fn expect_string(&mut self, v: &Value) -> RResult<NixString> {
         match self.force(v)? {
             Value::String(s) => Ok(s),
-            o => Err(self.type_error("a string", &o)),
+            o => raise(self.type_error("a string", &o)),
         }
     }
-    pub fn expect_attrs(&mut self, v: &Value) -> EResult<Rc<Attrs>> {
+    pub fn expect_attrs(&mut self, v: &Value) -> RResult<Rc<Attrs>> {
         match self.force(v)? {
             Value::Attrs(a) => Ok(a),
-            o => Err(self.type_error("a set", &o)),
+            o => raise(self.type_error("a set", &o)),
         }
     }
-    pub fn expect_list(&mut self, v: &Value) -> EResult<Rc<Vec<Value>>> {
+    pub fn expect_list(&mut self, v: &Value) -> RResult<Rc<Vec<Value>>> {
         match self.force(v)? {
             Value::List(l) => Ok(l),
-            o => Err(self.type_error("a list", &o)),
+            o => raise(self.type_error("a list", &o)),
         }
     }
-    pub fn expect_function(&mut self, v: &Value) -> EResult<Value> {
+    pub fn expect_function(&mut self, v: &Value) -> RResult<Value> {
         let f = self.force(v)?;
         match &f {
             Value::Lambda(_) | Value::PrimOp(_) => Ok(f),
             Value::Attrs(a) if a.contains(crate::sym::known().functor) => Ok(f),
-            o => Err(self.type_error("a function", o)),
+            o => raise(self.type_error("a function", o)),
         }
     }
 
@@ -842,7 +843,7 @@ mod tests {
                 &Value::Int(4294967297),
             )
             .err()
-            .map(|e| e.msg);
+            .map(|e| e.take().msg);
         assert_eq!(
             e.as_deref(),
             Some("integer overflow in multiplying 4294967297 * 4294967297")
@@ -850,12 +851,12 @@ mod tests {
         let e = ev
             .arith(BinaryOp::Div, &Value::Int(1), &Value::Int(0))
             .err()
-            .map(|e| e.msg);
+            .map(|e| e.take().msg);
         assert_eq!(e.as_deref(), Some("division by zero"));
         let e = ev
             .arith(BinaryOp::Concat, &Value::Int(1), &Value::Int(0))
             .err()
-            .map(|e| e.msg);
+            .map(|e| e.take().msg);
         assert_eq!(e.as_deref(), Some("not a numeric operator"));
     }
 }

@@ -316,7 +316,7 @@ fn a_forced_variable_keeps_its_value_in_its_slot() {
     assert!(matches!(ev.eval(&var, &env), Ok(Value::Int(7))));
 
     let bad = Thunk::new(ThunkState::Native(Rc::new(|_| {
-        Err(super::EvalError::new(
+        super::raise(super::EvalError::new(
             super::ErrorKind::Type,
             "no".to_string(),
         ))

@@ -511,7 +511,7 @@ fn call_flake(
         };
         let target = g.lock.resolve(edge).map_err(|e| err(e.0))?;
         let g2 = g.clone();
-        let v = Value::lazy(move |ev| input_value(ev, &g2, &target));
+        let v = Value::lazy(move |ev| Ok(input_value(ev, &g2, &target)?));
         inputs.push((Sym::new(name), v));
     }
     let config: Vec<(Sym, Value)> = params
@@ -522,7 +522,7 @@ fn call_flake(
     let mut f = ev.call(&glue, decl.outputs.clone())?;
     f = ev.call(&f, Value::attrs(Attrs::from_unsorted(source_info)))?;
     f = ev.call(&f, Value::attrs(Attrs::from_unsorted(inputs)))?;
-    ev.call(&f, Value::attrs(Attrs::from_unsorted(config)))
+    Ok(ev.call(&f, Value::attrs(Attrs::from_unsorted(config)))?)
 }
 
 /// The value of input node `node`: its flake (outputs called with the

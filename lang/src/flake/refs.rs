@@ -18,7 +18,8 @@ use self::url::{
     bad_url, decode_query, other, parse_url, percent_decode, FErr, FResult, ParsedUrl,
 };
 use crate::builtins::{mk_attrs, op, reject_context};
-use crate::eval::{EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
+use crate::eval::{raise, RResult};
+use crate::eval::{ErrorExt, ErrorKind, EvalError, Evaluator};
 use crate::value::{Args, PrimOp, Value};
 
 pub(crate) static BUILTINS: &[PrimOp] = &[
@@ -37,11 +38,11 @@ pub(crate) static BUILTINS: &[PrimOp] = &[
 /// Fetch a flake from a flake reference, and return its output attributes and some metadata.
 ///
 /// `builtins.getFlake REF` (a locked reference): the flake's value.
-fn get_flake_op(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn get_flake_op(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let s = ev.expect_string(&a[0]).frame(None, || {
         "while evaluating the argument passed to builtins.getFlake".into()
     })?;
-    super::load::get_flake(ev, s.as_str())
+    Ok(super::load::get_flake(ev, s.as_str())?)
 }
 
 /// A flake reference: an input and the subdirectory holding `flake.nix`.
@@ -234,7 +235,7 @@ fn to_eval_error(e: FErr) -> Box<EvalError> {
 }
 
 /// Parse a flake reference into its attributes.
-fn parse_flake_ref_op(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn parse_flake_ref_op(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let s = ev.expect_string(&a[0]).frame(None, || {
         "while evaluating the argument passed to builtins.parseFlakeRef".into()
     })?;
@@ -267,7 +268,7 @@ fn show_type(v: &Value) -> &'static str {
 }
 
 /// Render flake reference attributes as a reference string.
-fn flake_ref_to_string_op(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn flake_ref_to_string_op(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let set = ev.expect_attrs(&a[0]).frame(None, || {
         "while evaluating the argument passed to builtins.flakeRefToString".into()
     })?;
@@ -276,7 +277,7 @@ fn flake_ref_to_string_op(ev: &mut Evaluator, a: Args) -> EResult<Value> {
         let v = ev.force(v)?;
         let attr = match &v {
             Value::Int(n) if *n < 0 => {
-                return Err(EvalError::new(
+                return raise(EvalError::new(
                     ErrorKind::Eval,
                     format!("negative value given for flake ref attr {name}: {n}"),
                 ))
@@ -285,7 +286,7 @@ fn flake_ref_to_string_op(ev: &mut Evaluator, a: Args) -> EResult<Value> {
             Value::Bool(b) => Attr::Bool(b.get()),
             Value::String(s) => Attr::Str(s.as_str().to_string()),
             other => {
-                return Err(EvalError::new(
+                return raise(EvalError::new(
                     ErrorKind::Eval,
                     format!(
                         "flake reference attribute sets may only contain integers, Booleans, \

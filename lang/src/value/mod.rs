@@ -20,6 +20,7 @@ pub mod attrs;
 pub mod context;
 pub mod print;
 
+use crate::eval::RResult;
 use std::cell::{Cell, OnceCell};
 use std::fmt;
 use std::path::PathBuf;
@@ -30,7 +31,7 @@ pub use attrs::Attrs;
 pub use context::{Context, ContextElem};
 
 use crate::eval::ir::{Env, Ir, LambdaDef};
-use crate::eval::{EResult, Evaluator};
+use crate::eval::Evaluator;
 
 /// A value, forced or not. Only [`Value::Thunk`] is unevaluated; every other
 /// variant is in weak head normal form.
@@ -204,7 +205,7 @@ impl Value {
 
     /// A thunk that calls `f` when forced; used by builtins to stay lazy
     /// (`map`, `mapAttrs`, `genList`, …).
-    pub fn lazy(f: impl Fn(&mut Evaluator) -> EResult<Value> + 'static) -> Value {
+    pub fn lazy(f: impl Fn(&mut Evaluator) -> RResult<Value> + 'static) -> Value {
         Value::Thunk(Thunk::new(ThunkState::Native(Rc::new(f))))
     }
 
@@ -292,7 +293,7 @@ pub struct Closure {
 pub type Args = smallvec::SmallVec<[Value; 3]>;
 
 /// The signature of a builtin: it receives exactly `arity` arguments, unforced.
-pub type PrimOpFn = fn(&mut Evaluator, Args) -> EResult<Value>;
+pub type PrimOpFn = fn(&mut Evaluator, Args) -> RResult<Value>;
 
 /// A builtin function, with its documentation (what `rocmx repl`'s `:doc`
 /// shows). Primops live in static tables and values only point to them, so
@@ -334,7 +335,7 @@ pub struct ThunkCell {
 }
 
 /// Native code a thunk runs when forced (a builtin's lazy result).
-pub type NativeThunk = Rc<dyn Fn(&mut Evaluator) -> EResult<Value>>;
+pub type NativeThunk = Rc<dyn Fn(&mut Evaluator) -> RResult<Value>>;
 
 /// What computes a thunk's value. Only the evaluator moves a thunk between
 /// states; once its value is known the state is [`ThunkState::Blackhole`] for

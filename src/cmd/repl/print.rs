@@ -47,7 +47,7 @@ fn derivation_path(ev: &mut Evaluator, a: &Attrs, force: bool) -> EResult<Option
     let get = |ev: &mut Evaluator, name: &str| -> EResult<Option<Value>> {
         match a.get(name) {
             None => Ok(None),
-            Some(v) if force => ev.force(&v.clone()).map(Some),
+            Some(v) if force => Ok(ev.force(&v.clone()).map(Some)?),
             Some(Value::Thunk(t)) => Ok(t.value()),
             Some(v) => Ok(Some(v.clone())),
         }
@@ -84,7 +84,7 @@ impl Printer<'_> {
                 (None, Depth::Deep) => match self.ev.force(v) {
                     Ok(x) => x,
                     Err(e) => {
-                        let _ = write!(self.out, "«error: {}»", e.msg);
+                        let _ = write!(self.out, "«error: {}»", e.take().msg);
                         return;
                     }
                 },

@@ -235,7 +235,7 @@ impl Session {
     /// Evaluates `text` in the session's scope to its outermost constructor.
     pub(super) fn eval(&mut self, text: &str) -> EResult<Value> {
         let v = self.delay(text)?;
-        self.ev.force(&v)
+        Ok(self.ev.force(&v)?)
     }
 
     fn show(&mut self, text: &str, depth: Depth) -> EResult<()> {

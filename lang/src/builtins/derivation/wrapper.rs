@@ -22,6 +22,7 @@
 //! is `null`, as it already was for the output attributes), where the language
 //! version pointed into its own source, which is rocmx's, not the user's.
 
+use crate::eval::{raise, RResult};
 use std::rc::Rc;
 
 use super::BUILTINS as STRICT;
@@ -80,17 +81,17 @@ pub(crate) fn derivation_wrapper() -> Value {
             op: &FAST,
             args: Args::new(),
         }));
-        ev.call(&outer, fast)
+        Ok(ev.call(&outer, fast)?)
     })
 }
 
 /// `fast drvAttrs slow`: the sets of [`DERIVATION_NIX`] built directly, or `slow`
 /// forced when the outputs are not the plain case.
-fn derivation_fast(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn derivation_fast(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let attrs = ev.expect_attrs(&a[0])?;
     match plain_outputs(ev, &attrs)? {
         Some(names) => Ok(outputs_set(&a[0], &attrs, &names)),
-        None => ev.force(&a[1]),
+        None => Ok(ev.force(&a[1])?),
     }
 }
 
@@ -134,8 +135,8 @@ fn select(strict: &Value, name: Sym) -> Value {
     Value::lazy(move |ev| {
         let set = ev.expect_attrs(&strict)?;
         match set.get(name) {
-            Some(v) => ev.force(v),
-            None => Err(EvalError::missing_attribute(name.as_str(), None)),
+            Some(v) => Ok(ev.force(v)?),
+            None => raise(EvalError::missing_attribute(name.as_str(), None)),
         }
     })
 }

@@ -9,6 +9,7 @@
 //! store.
 
 use super::expect_plain_string;
+use crate::eval::{raise, RResult};
 use crate::eval::{EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
 use crate::value::{Args, Value};
 
@@ -55,14 +56,14 @@ fn url_base_name(url: &str) -> &str {
 }
 
 /// Download the specified URL and return the path of the downloaded file; rocmx refuses it during evaluation (use builtin:fetchurl).
-pub(super) fn fetchurl(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+pub(super) fn fetchurl(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let v = ev.force(&a[0])?;
     match &v {
         Value::Attrs(args) => {
             let url = match args.get("url").cloned() {
                 Some(u) => expect_plain_string(ev, &u)
                     .frame(None, || "while evaluating the url we should fetch".into())?,
-                None => return Err(EvalError::new(ErrorKind::Eval, "'url' argument required")),
+                None => return raise(EvalError::new(ErrorKind::Eval, "'url' argument required")),
             };
             match args.get("name").cloned() {
                 Some(n) => {
@@ -95,7 +96,7 @@ pub(super) fn fetchurl(ev: &mut Evaluator, a: Args) -> EResult<Value> {
             )?;
         }
     }
-    Err(unsupported("fetchurl"))
+    raise(unsupported("fetchurl"))
 }
 
 fn refuse_fetch(ev: &mut Evaluator, a: Args, name: &str) -> EResult<Value> {
@@ -108,29 +109,29 @@ fn refuse_fetch(ev: &mut Evaluator, a: Args, name: &str) -> EResult<Value> {
 }
 
 /// Download the specified URL, unpack it and return the path of the unpacked tree; rocmx refuses it during evaluation.
-pub(super) fn fetch_tarball(ev: &mut Evaluator, a: Args) -> EResult<Value> {
-    refuse_fetch(ev, a, "fetchTarball")
+pub(super) fn fetch_tarball(ev: &mut Evaluator, a: Args) -> RResult<Value> {
+    Ok(refuse_fetch(ev, a, "fetchTarball")?)
 }
 
 /// Fetch a path from git; rocmx refuses it during evaluation.
-pub(super) fn fetch_git(ev: &mut Evaluator, a: Args) -> EResult<Value> {
-    refuse_fetch(ev, a, "fetchGit")
+pub(super) fn fetch_git(ev: &mut Evaluator, a: Args) -> RResult<Value> {
+    Ok(refuse_fetch(ev, a, "fetchGit")?)
 }
 
 /// Fetch a path from Mercurial; rocmx refuses it during evaluation.
-pub(super) fn fetch_mercurial(ev: &mut Evaluator, a: Args) -> EResult<Value> {
-    refuse_fetch(ev, a, "fetchMercurial")
+pub(super) fn fetch_mercurial(ev: &mut Evaluator, a: Args) -> RResult<Value> {
+    Ok(refuse_fetch(ev, a, "fetchMercurial")?)
 }
 
 /// Fetch a file system tree or a plain file and return its store path and metadata; rocmx refuses it during evaluation.
-pub(super) fn fetch_tree(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+pub(super) fn fetch_tree(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let v = ev.force(&a[0])?;
     if let Value::String(s) = &v {
         let url = s.as_str();
         if let Some(rest) = url.strip_prefix("file:") {
             let p = rest.strip_prefix("//").unwrap_or(rest);
             if !p.starts_with('/') {
-                return Err(EvalError::new(
+                return raise(EvalError::new(
                     ErrorKind::Eval,
                     format!("tarball '{url}' must use an absolute path. The 'file' scheme does not support relative paths."),
                 ))
@@ -142,7 +143,7 @@ pub(super) fn fetch_tree(ev: &mut Evaluator, a: Args) -> EResult<Value> {
         for (k, x) in args.iter() {
             if let Value::Int(i) = ev.force(x)? {
                 if i < 0 {
-                    return Err(EvalError::new(
+                    return raise(EvalError::new(
                         ErrorKind::Eval,
                         format!("negative value given for 'fetchTree' argument '{k}': {i}"),
                     ));
@@ -150,7 +151,7 @@ pub(super) fn fetch_tree(ev: &mut Evaluator, a: Args) -> EResult<Value> {
             }
         }
     }
-    refuse_fetch(ev, smallvec::smallvec![v], "fetchTree")
+    Ok(refuse_fetch(ev, smallvec::smallvec![v], "fetchTree")?)
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@
 mod fetch;
 mod store;
 
+use crate::eval::{raise, RResult};
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 
@@ -326,11 +327,11 @@ fn store_path_value(p: StorePath) -> Value {
 // ---- reading --------------------------------------------------------------------
 
 /// Return the contents of the file path as a string.
-fn read_file(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn read_file(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let (p, ctx) = realise_arg(ev, &a[0])?;
     let bytes = read_bytes(ev, &p)?;
     if bytes.contains(&0) {
-        return Err(EvalError::new(
+        return raise(EvalError::new(
             ErrorKind::Eval,
             format!(
                 "the contents of the file '{}' cannot be represented as a Nix string",
@@ -345,21 +346,21 @@ fn read_file(ev: &mut Evaluator, a: Args) -> EResult<Value> {
 }
 
 /// Return the contents of the directory path as a set mapping directory entries to their file type (regular, directory, symlink, unknown).
-fn read_dir(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn read_dir(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let (p, _) = realise_arg(ev, &a[0])?;
     let resolved = resolve_symlinks(ev, &p, Resolve::Full)?;
     let r = real(ev, &resolved);
     match std::fs::metadata(&r) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(not_exist(&resolved)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return raise(not_exist(&resolved)),
         Err(e) => {
-            return Err(io_error(format!(
+            return raise(io_error(format!(
                 "getting status of '{}': {}",
                 resolved.display(),
                 io_msg(&e)
             )))
         }
         Ok(m) if !m.is_dir() => {
-            return Err(io_error(format!(
+            return raise(io_error(format!(
                 "'{}' is not a directory",
                 resolved.display()
             )));
@@ -396,7 +397,7 @@ fn read_dir(ev: &mut Evaluator, a: Args) -> EResult<Value> {
 }
 
 /// Determine the directory entry type of a filesystem node: directory, regular, symlink or unknown.
-fn read_file_type(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn read_file_type(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let (p, _) = realise_arg(ev, &a[0])?;
     let t = lstat_type(ev, &p).map_err(|e| {
         io_error(format!(
@@ -409,7 +410,7 @@ fn read_file_type(ev: &mut Evaluator, a: Args) -> EResult<Value> {
 }
 
 /// Return true if the path path exists at evaluation time, and false otherwise.
-fn path_exists(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn path_exists(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let v = ev.force(&a[0])?;
     // A string ending in `/` or `/.` must name a directory.
     let must_be_dir =
@@ -443,7 +444,7 @@ fn hash_algo(name: &str) -> EResult<HashAlgo> {
 }
 
 /// Return a base-16 representation of the cryptographic hash of the file at path p, with the algorithm type (md5, sha1, sha256 or sha512).
-fn hash_file(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn hash_file(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let algo = expect_plain_string(ev, &a[0]).frame(None, || {
         "while evaluating the first argument passed to builtins.hashFile".into()
     })?;

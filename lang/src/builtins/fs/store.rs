@@ -8,6 +8,7 @@
 //! store except through [`crate::store::EvalStore`], nor copy a path a git flake
 //! does not track.
 
+use crate::eval::{raise, RResult};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -31,9 +32,9 @@ fn call_filter(ev: &mut Evaluator, f: &Value, p: &Path, kind: &str) -> EResult<b
             Value::str(kind),
         ],
     )?;
-    ev.expect_bool(&r).frame(None, || {
+    Ok(ev.expect_bool(&r).frame(None, || {
         "while evaluating the return value of the path filter function".into()
-    })
+    })?)
 }
 
 /// Nix's `addPath`: copies `src` into the store as `name`, filtered, with the
@@ -118,7 +119,7 @@ fn add_path(
 }
 
 /// Copy the source tree e2 to the store, keeping only the files for which the predicate e1 (path, type) returns true.
-pub(super) fn filter_source(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+pub(super) fn filter_source(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let (p, _) = coerce_to_path_ctx(ev, &a[1]).frame(None, || {
         "while evaluating the second argument (the path to filter) passed to 'builtins.filterSource'".into()
     })?;
@@ -126,8 +127,15 @@ pub(super) fn filter_source(ev: &mut Evaluator, a: Args) -> EResult<Value> {
         "while evaluating the first argument passed to builtins.filterSource".into()
     })?;
     let name = base_name(&p);
-    add_path(ev, &name, &p, Some(f), IngestionMethod::Nar, None)
-        .frame(None, || format!("while adding path '{}'", p.display()))
+    Ok(add_path(
+        ev,
+        &name,
+        &p,
+        Some(f),
+        IngestionMethod::Nar,
+        None,
+    )?)
+    .frame(None, || format!("while adding path '{}'", p.display()))
 }
 
 /// `newHashAllowEmpty`: an empty hash means "tell me the right one".
@@ -146,7 +154,7 @@ fn parse_sha256(ev: &mut Evaluator, s: &str) -> EResult<Hash> {
 }
 
 /// Copy args.path to the store, optionally named (name), filtered (filter), flat (recursive = false) or checked (sha256).
-pub(super) fn path(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+pub(super) fn path(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let args = ev.expect_attrs(&a[0]).frame(None, || {
         "while evaluating the argument passed to 'builtins.path'".into()
     })?;
@@ -190,7 +198,7 @@ pub(super) fn path(ev: &mut Evaluator, a: Args) -> EResult<Value> {
                 expected = Some(parse_sha256(ev, &s)?);
             }
             other => {
-                return Err(EvalError::new(
+                return raise(EvalError::new(
                     ErrorKind::Eval,
                     format!("unsupported argument '{other}' to 'builtins.path'"),
                 ))
@@ -198,7 +206,7 @@ pub(super) fn path(ev: &mut Evaluator, a: Args) -> EResult<Value> {
         }
     }
     let Some(src) = src else {
-        return Err(EvalError::new(
+        return raise(EvalError::new(
             ErrorKind::Eval,
             "missing required 'path' attribute in the first argument to 'builtins.path'",
         ));
@@ -206,12 +214,12 @@ pub(super) fn path(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     if name.is_empty() {
         name = base_name(&src);
     }
-    add_path(ev, &name, &src, filter, method, expected)
+    Ok(add_path(ev, &name, &src, filter, method, expected)?)
         .frame(None, || format!("while adding path '{}'", src.display()))
 }
 
 /// Store the string s in a file in the Nix store and return its path; the file has suffix name.
-pub(super) fn to_file(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+pub(super) fn to_file(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let name = expect_plain_string(ev, &a[0]).frame(None, || {
         "while evaluating the first argument passed to builtins.toFile".into()
     })?;
@@ -228,7 +236,7 @@ pub(super) fn to_file(ev: &mut Evaluator, a: Args) -> EResult<Value> {
                 );
             }
             other => {
-                return Err(EvalError::new(
+                return raise(EvalError::new(
                     ErrorKind::Eval,
                     format!(
                         "files created by builtins.toFile may not reference derivations, but {name} references {}",
@@ -243,7 +251,7 @@ pub(super) fn to_file(ev: &mut Evaluator, a: Args) -> EResult<Value> {
 }
 
 /// DEPRECATED. Use /. + "/path" to convert a string into an absolute path.
-pub(super) fn to_path(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+pub(super) fn to_path(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let (p, ctx) = coerce_to_path_ctx(ev, &a[0]).frame(None, || {
         "while evaluating the first argument passed to builtins.toPath".into()
     })?;
@@ -264,9 +272,9 @@ fn store_path_of(store_dir: &str, p: &str) -> Option<String> {
 }
 
 /// Define a dependency on an already existing store path: path, with the context of its store path.
-pub(super) fn store_path(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+pub(super) fn store_path(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     if !ev.settings.impure {
-        return Err(EvalError::new(
+        return raise(EvalError::new(
             ErrorKind::Eval,
             "'builtins.storePath' is not allowed in pure evaluation mode",
         ));
@@ -281,7 +289,7 @@ pub(super) fn store_path(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     }
     let ps = p.to_string_lossy().into_owned();
     let Some(sp) = store_path_of(&store_dir, &ps) else {
-        return Err(EvalError::new(
+        return raise(EvalError::new(
             ErrorKind::Eval,
             format!("path '{ps}' is not in the Nix store"),
         ));
@@ -290,7 +298,7 @@ pub(super) fn store_path(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     StorePath::from_base_name(base).map_err(|e| EvalError::new(ErrorKind::Eval, e.to_string()))?;
     let known = ev.store.realise_path(Path::new(&sp)).is_some() || Path::new(&sp).exists();
     if !known {
-        return Err(EvalError::new(
+        return raise(EvalError::new(
             ErrorKind::Eval,
             format!("path '{sp}' is not valid"),
         ));

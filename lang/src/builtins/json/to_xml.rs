@@ -8,6 +8,7 @@
 //! functions as their argument pattern; built-in functions as `<unevaluated />`.
 //! Source locations are not included.
 
+use crate::eval::RResult;
 use std::collections::HashSet;
 
 use crate::eval::ir::IrParam;
@@ -15,7 +16,7 @@ use crate::eval::{EResult, ErrorExt, Evaluator};
 use crate::value::{Args, Context, NixString, Value};
 
 /// Return a string containing an XML representation of e.
-pub(super) fn to_xml(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+pub(super) fn to_xml(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let mut w = XmlWriter {
         out: String::from("<?xml version='1.0' encoding='utf-8'?>\n"),
         depth: 0,

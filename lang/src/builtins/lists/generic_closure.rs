@@ -7,6 +7,7 @@
 //! but the language's `<` (`Evaluator::less_than`), so mixed or incomparable
 //! keys fail as they do in Nix.
 
+use crate::eval::{raise, RResult};
 use std::collections::HashSet;
 use std::path::PathBuf;
 
@@ -90,7 +91,7 @@ impl KeyTracker {
                 let (k0, e0) = self.first.clone().unwrap_or((Value::Null, Value::Null));
                 let r = ev.less_than(key, &k0);
                 let err = match r {
-                    Err(e) => e,
+                    Err(e) => e.take(),
                     Ok(_) => {
                         EvalError::new(ErrorKind::Eval, "cannot compare keys of different types")
                     }
@@ -161,7 +162,7 @@ fn insert_sorted(
 }
 
 /// Compute the transitive closure of attrset.startSet under attrset.operator, each element unique by its key attribute.
-pub(super) fn generic_closure(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+pub(super) fn generic_closure(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let args = ev.expect_attrs(&a[0]).frame(None, || {
         "while evaluating the first argument passed to builtins.genericClosure".into()
     })?;
@@ -206,10 +207,10 @@ pub(super) fn generic_closure(ev: &mut Evaluator, a: Args) -> EResult<Value> {
         let in_elem = || format!("in genericClosure element {}", show_value(&e));
         let set = match &e {
             Value::Attrs(s) => s.clone(),
-            other => return Err(ev.type_error("a set", other)).frame(None, in_elem),
+            other => return raise(ev.type_error("a set", other)).frame(None, in_elem),
         };
         let Some(key) = set.get("key").cloned() else {
-            return Err(EvalError::missing_attribute("key", None)).frame(None, in_elem);
+            return raise(EvalError::missing_attribute("key", None)).frame(None, in_elem);
         };
         let key = ev.force(&key)?;
         if !keys.insert(ev, &key, &e)? {

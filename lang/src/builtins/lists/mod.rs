@@ -21,7 +21,7 @@ use self::sets::{cat_attrs, list_to_attrs, zip_attrs_with};
 use self::sort::sort;
 use super::attrs::expect_string_no_ctx;
 use super::{mk_attrs, op};
-use crate::eval::{EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
+use crate::eval::{raise, ErrorExt, ErrorKind, EvalError, Evaluator, RResult};
 use crate::value::{Args, Attrs, PrimOp, Sym, Value};
 
 /// Symbol number → position of its group (`groupBy`, `zipAttrsWith`): keyed by
@@ -106,26 +106,26 @@ pub(crate) static BUILTINS: &[PrimOp] = &[
     ),
 ];
 
-fn arg_list(ev: &mut Evaluator, v: &Value, which: &str, name: &str) -> EResult<Rc<Vec<Value>>> {
+fn arg_list(ev: &mut Evaluator, v: &Value, which: &str, name: &str) -> RResult<Rc<Vec<Value>>> {
     ev.expect_list(v).frame(None, || {
         format!("while evaluating the {which} argument passed to builtins.{name}")
     })
 }
 
-fn arg_function(ev: &mut Evaluator, v: &Value, which: &str, name: &str) -> EResult<Value> {
+fn arg_function(ev: &mut Evaluator, v: &Value, which: &str, name: &str) -> RResult<Value> {
     ev.expect_function(v).frame(None, || {
         format!("while evaluating the {which} argument passed to builtins.{name}")
     })
 }
 
 /// Calls a predicate and checks it returned a Boolean.
-fn call_pred(ev: &mut Evaluator, f: &Value, x: &Value, ctx: &'static str) -> EResult<bool> {
+fn call_pred(ev: &mut Evaluator, f: &Value, x: &Value, ctx: &'static str) -> RResult<bool> {
     let r = ev.call(f, x.clone())?;
     ev.expect_bool(&r).frame(None, || ctx.into())
 }
 
 /// Apply the function f to each element in the list list.
-fn map(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn map(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let list = arg_list(ev, &a[1], "second", "map")?;
     if list.is_empty() {
         return Ok(Value::List(list));
@@ -139,7 +139,7 @@ fn map(ev: &mut Evaluator, a: Args) -> EResult<Value> {
 }
 
 /// Return a list consisting of the elements of list for which the function f returns true.
-fn filter(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn filter(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let list = arg_list(ev, &a[1], "second", "filter")?;
     if list.is_empty() {
         return Ok(Value::List(list));
@@ -164,12 +164,12 @@ fn filter(ev: &mut Evaluator, a: Args) -> EResult<Value> {
 }
 
 /// Reduce a list by applying a binary operator, from left to right: op (op (op nul x0) x1) x2 …, forcing each step.
-fn foldl_strict(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn foldl_strict(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let f = arg_function(ev, &a[0], "first", "foldlStrict")?;
     let list = arg_list(ev, &a[2], "third", "foldlStrict")?;
     let mut acc = a[1].clone();
     if list.is_empty() {
-        return ev.force(&acc);
+        return Ok(ev.force(&acc)?);
     }
     for x in list.iter() {
         // `call` forces each intermediate result: foldl' is strict in the
@@ -180,13 +180,13 @@ fn foldl_strict(ev: &mut Evaluator, a: Args) -> EResult<Value> {
 }
 
 /// Return the length of the list e.
-fn length(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn length(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let list = arg_list(ev, &a[0], "first", "length")?;
     Ok(Value::Int(list.len() as i64))
 }
 
 /// Return element n from the list xs, counting from 0; a fatal error occurs if the index is out of bounds.
-fn elem_at(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn elem_at(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let n = ev.expect_int(&a[1]).frame(None, || {
         "while evaluating the second argument passed to 'builtins.elemAt'".into()
     })?;
@@ -194,8 +194,8 @@ fn elem_at(ev: &mut Evaluator, a: Args) -> EResult<Value> {
         "while evaluating the first argument passed to 'builtins.elemAt'".into()
     })?;
     match usize::try_from(n).ok().and_then(|i| list.get(i)) {
-        Some(v) => ev.force_owned(v.clone()),
-        None => Err(EvalError::new(
+        Some(v) => Ok(ev.force_owned(v.clone())?),
+        None => raise(EvalError::new(
             ErrorKind::Eval,
             format!(
                 "'builtins.elemAt' called with index {n} on a list of size {}",
@@ -206,13 +206,13 @@ fn elem_at(ev: &mut Evaluator, a: Args) -> EResult<Value> {
 }
 
 /// Return the first element of a list; abort evaluation if the argument is not a list or is an empty list.
-fn head(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn head(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let list = ev.expect_list(&a[0]).frame(None, || {
         "while evaluating the first argument passed to 'builtins.head'".into()
     })?;
     match list.first() {
-        Some(v) => ev.force_owned(v.clone()),
-        None => Err(EvalError::new(
+        Some(v) => Ok(ev.force_owned(v.clone())?),
+        None => raise(EvalError::new(
             ErrorKind::Eval,
             "'builtins.head' called on an empty list",
         )),
@@ -220,13 +220,13 @@ fn head(ev: &mut Evaluator, a: Args) -> EResult<Value> {
 }
 
 /// Return the list without its first item; abort evaluation if the argument is not a list or is an empty list.
-fn tail(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn tail(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let list = ev.expect_list(&a[0]).frame(None, || {
         "while evaluating the first argument passed to 'builtins.tail'".into()
     })?;
     match list.split_first() {
         Some((_, rest)) => Ok(Value::list(rest.to_vec())),
-        None => Err(EvalError::new(
+        None => raise(EvalError::new(
             ErrorKind::Eval,
             "'builtins.tail' called on an empty list",
         )),
@@ -234,12 +234,12 @@ fn tail(ev: &mut Evaluator, a: Args) -> EResult<Value> {
 }
 
 /// Generate a list of size length, with each element i equal to the value returned by generator i.
-fn gen_list(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn gen_list(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let n = ev.expect_int(&a[1]).frame(None, || {
         "while evaluating the second argument passed to builtins.genList".into()
     })?;
     if n < 0 {
-        return Err(EvalError::new(
+        return raise(EvalError::new(
             ErrorKind::Eval,
             format!("cannot create list of size {n}"),
         ));
@@ -274,7 +274,7 @@ fn concat(parts: Vec<Rc<Vec<Value>>>) -> Value {
 }
 
 /// Concatenate a list of lists into a single list.
-fn concat_lists(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn concat_lists(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let lists = arg_list(ev, &a[0], "first", "concatLists")?;
     let mut parts = Vec::with_capacity(lists.len());
     for l in lists.iter() {
@@ -286,7 +286,7 @@ fn concat_lists(ev: &mut Evaluator, a: Args) -> EResult<Value> {
 }
 
 /// This function is equivalent to builtins.concatLists (map f list) but is more efficient.
-fn concat_map(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn concat_map(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let f = arg_function(ev, &a[0], "first", "concatMap")?;
     let list = arg_list(ev, &a[1], "second", "concatMap")?;
     let mut parts = Vec::with_capacity(list.len());
@@ -300,7 +300,7 @@ fn concat_map(ev: &mut Evaluator, a: Args) -> EResult<Value> {
 }
 
 /// Return true if a value equal to x occurs in the list xs, and false otherwise.
-fn elem(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn elem(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let list = arg_list(ev, &a[1], "second", "elem")?;
     for x in list.iter() {
         if ev.equal(&a[0], x)? {
@@ -310,7 +310,7 @@ fn elem(ev: &mut Evaluator, a: Args) -> EResult<Value> {
     Ok(Value::bool(false))
 }
 
-fn any_or_all(ev: &mut Evaluator, a: &[Value], any: bool) -> EResult<Value> {
+fn any_or_all(ev: &mut Evaluator, a: &[Value], any: bool) -> RResult<Value> {
     let name = if any { "any" } else { "all" };
     let f = arg_function(ev, &a[0], "first", name)?;
     let list = arg_list(ev, &a[1], "second", name)?;
@@ -328,17 +328,17 @@ fn any_or_all(ev: &mut Evaluator, a: &[Value], any: bool) -> EResult<Value> {
 }
 
 /// Return true if the function pred returns true for at least one element of list, and false otherwise.
-fn any(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn any(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     any_or_all(ev, &a, true)
 }
 
 /// Return true if the function pred returns true for all elements of list, and false otherwise.
-fn all(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn all(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     any_or_all(ev, &a, false)
 }
 
 /// Split list into { right = the elements for which pred returns true; wrong = the others; }.
-fn partition(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn partition(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let f = arg_function(ev, &a[0], "first", "partition")?;
     let list = arg_list(ev, &a[1], "second", "partition")?;
     let (mut right, mut wrong) = (Vec::new(), Vec::new());
@@ -362,7 +362,7 @@ fn partition(ev: &mut Evaluator, a: Args) -> EResult<Value> {
 }
 
 /// Group the elements of list by the string f returns for each: a set of lists, one per name returned.
-fn group_by(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+fn group_by(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let f = arg_function(ev, &a[0], "first", "groupBy")?;
     let list = arg_list(ev, &a[1], "second", "groupBy")?;
     let mut index = SymIndex::default();

@@ -6,15 +6,16 @@
 //! values it moves: `listToAttrs` takes each `value` as it is, `zipAttrsWith`
 //! applies its function lazily per name, `catAttrs` copies what it finds.
 
+use crate::eval::{raise, RResult};
 use std::rc::Rc;
 
 use super::super::attrs::{expect_string_no_ctx, lazy_apply2};
 use super::{arg_function, arg_list};
-use crate::eval::{EResult, ErrorExt, EvalError, Evaluator};
+use crate::eval::{ErrorExt, EvalError, Evaluator};
 use crate::value::{Args, Attrs, Sym, Value};
 
 /// Construct a set from a list of { name = …; value = …; } sets; of duplicate names, the first takes precedence.
-pub(super) fn list_to_attrs(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+pub(super) fn list_to_attrs(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let list = ev.expect_list(&a[0]).frame(None, || {
         "while evaluating the argument passed to builtins.listToAttrs".into()
     })?;
@@ -24,7 +25,7 @@ pub(super) fn list_to_attrs(ev: &mut Evaluator, a: Args) -> EResult<Value> {
             "while evaluating an element of the list passed to builtins.listToAttrs".into()
         })?;
         let Some(name) = set.get("name").cloned() else {
-            return Err(EvalError::missing_attribute("name", None))
+            return raise(EvalError::missing_attribute("name", None))
                 .frame(None, || "in a {name=...; value=...;} pair".into());
         };
         let name = expect_string_no_ctx(ev, &name).frame(None, || {
@@ -40,7 +41,7 @@ pub(super) fn list_to_attrs(ev: &mut Evaluator, a: Args) -> EResult<Value> {
             continue;
         }
         let Some(v) = set.get("value").cloned() else {
-            return Err(EvalError::missing_attribute("value", None))
+            return raise(EvalError::missing_attribute("value", None))
                 .frame(None, || "in a {name=...; value=...;} pair".into());
         };
         out.push((name, v));
@@ -49,7 +50,7 @@ pub(super) fn list_to_attrs(ev: &mut Evaluator, a: Args) -> EResult<Value> {
 }
 
 /// Transpose a list of attribute sets into an attribute set of lists, then apply mapAttrs: f name [ values ].
-pub(super) fn zip_attrs_with(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+pub(super) fn zip_attrs_with(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let f = arg_function(ev, &a[0], "first", "zipAttrsWith")?;
     let list = arg_list(ev, &a[1], "second", "zipAttrsWith")?;
     let mut index = super::SymIndex::default();
@@ -83,7 +84,7 @@ pub(super) fn zip_attrs_with(ev: &mut Evaluator, a: Args) -> EResult<Value> {
 }
 
 /// Collect each attribute named attr from a list of attribute sets; sets that do not contain it are ignored.
-pub(super) fn cat_attrs(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+pub(super) fn cat_attrs(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let name = expect_string_no_ctx(ev, &a[0]).frame(None, || {
         "while evaluating the first argument passed to builtins.catAttrs".into()
     })?;

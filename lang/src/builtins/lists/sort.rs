@@ -9,7 +9,7 @@
 //! the comparator's results.
 
 use super::{arg_function, arg_list};
-use crate::eval::{EResult, ErrorExt, Evaluator};
+use crate::eval::{EResult, ErrorExt, Evaluator, RResult};
 use crate::value::{Args, Value};
 
 /// The comparison used by `sort`: the user's function, or `lessThan` directly.
@@ -59,7 +59,7 @@ fn plain_order(f: &Value) -> Option<bool> {
 }
 
 impl Sorter<'_> {
-    fn less(&mut self, a: usize, b: usize) -> EResult<bool> {
+    fn less(&mut self, a: usize, b: usize) -> RResult<bool> {
         let (x, y) = (&self.items[a], &self.items[b]);
         if self.builtin_less_than {
             return self.ev.less_than(x, y).frame(None, || {
@@ -140,7 +140,7 @@ fn merge_sort(s: &mut Sorter<'_>, v: &mut [usize], buf: &mut Vec<usize>) -> ERes
 }
 
 /// Return list in sorted order (a stable sort), comparing elements with the less-than function comparator.
-pub(super) fn sort(ev: &mut Evaluator, a: Args) -> EResult<Value> {
+pub(super) fn sort(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let list = arg_list(ev, &a[1], "second", "sort")?;
     if list.is_empty() {
         return Ok(Value::List(list));
