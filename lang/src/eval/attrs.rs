@@ -47,8 +47,36 @@ impl Evaluator {
         scope
     }
 
+    /// Builds a plain set literal ([`AttrsDef::is_plain`]): its values
+    /// delayed in `env`, which is still being filled when `in_new_scope`
+    /// (see [`Evaluator::delay_in_new_scope`]).
+    pub(super) fn plain_attrs(
+        &mut self,
+        def: &AttrsDef,
+        env: &Env,
+        in_new_scope: bool,
+    ) -> Rc<Attrs> {
+        let entries: Vec<crate::value::attrs::Entry> = def
+            .statics
+            .iter()
+            .map(|a| {
+                let v = if in_new_scope {
+                    self.delay_in_new_scope(&a.value, env)
+                } else {
+                    self.delay(&a.value, env)
+                };
+                (a.name, v, a.pos.into())
+            })
+            .collect();
+        // The compiler sorted the statics by name (`compile_tree_with_body`).
+        Rc::new(Attrs::from_sorted_pos(entries))
+    }
+
     /// Builds the set; a `rec` set's values close over its new scope.
     pub(super) fn eval_attrs(&mut self, def: &Rc<AttrsDef>, env: &Env) -> RResult<Rc<Attrs>> {
+        if def.is_plain() {
+            return Ok(self.plain_attrs(def, env, false));
+        }
         let scope = if def.needs_env() {
             self.new_scope(def, env)
         } else {

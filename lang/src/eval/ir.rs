@@ -113,6 +113,12 @@ impl AttrsDef {
     pub fn needs_env(&self) -> bool {
         self.rec || !self.hidden.is_empty()
     }
+    /// A set literal built without evaluating anything: not `rec`, no
+    /// `inherit (e)`, no dynamic names. Building it cannot fail or diverge,
+    /// so `delay` builds it at once instead of making a thunk for it.
+    pub fn is_plain(&self) -> bool {
+        !self.rec && self.hidden.is_empty() && self.dynamics.is_empty()
+    }
 }
 
 pub enum IrParam {

@@ -247,7 +247,13 @@ impl Evaluator {
     }
 
     /// Makes a value for `ir` in `env` without evaluating it, avoiding a thunk
-    /// allocation where the result is already known (constants, variables, lambdas).
+    /// allocation where the result is already known (constants, variables,
+    /// lambdas, integer arithmetic on known integers, selections from sets
+    /// already evaluated) or costs no evaluation to build (set literals without
+    /// `rec`, `inherit (e)` or dynamic names, and list literals: their values
+    /// are delayed in turn). Callgrind, `modules`/`pkgset`: the literals
+    /// saved 0.6 %/1.5 % of the instructions; a list of three 240, a set of
+    /// three 430 instructions each (of 1,330 and 2,200).
     ///
     /// Constants and variables are read inline at the caller; the rest is
     /// [`Self::delay_compound`], out of line: its frame (the registers saved
@@ -291,6 +297,12 @@ impl Evaluator {
                 Some(v) => v,
                 None => Value::Thunk(Thunk::new(ThunkState::Suspended(ir.clone(), env.clone()))),
             },
+            // Literals whose building evaluates nothing: built now, their
+            // values delayed, which costs what the thunk's forcing would.
+            Ir::Attrs(def) if def.is_plain() => Value::Attrs(self.plain_attrs(def, env, false)),
+            Ir::List(items) => {
+                Value::List(Rc::new(items.iter().map(|i| self.delay(i, env)).collect()))
+            }
             _ => Value::Thunk(Thunk::new(ThunkState::Suspended(ir.clone(), env.clone()))),
         }
     }
@@ -304,6 +316,15 @@ impl Evaluator {
             Ir::Var { up: 0, .. } => {
                 Value::Thunk(Thunk::new(ThunkState::Suspended(ir.clone(), env.clone())))
             }
+            // Built now, as `delay` does, but with their values delayed the
+            // same careful way.
+            Ir::Attrs(def) if def.is_plain() => Value::Attrs(self.plain_attrs(def, env, true)),
+            Ir::List(items) => Value::List(Rc::new(
+                items
+                    .iter()
+                    .map(|i| self.delay_in_new_scope(i, env))
+                    .collect(),
+            )),
             _ => self.delay(ir, env),
         }
     }

@@ -399,3 +399,34 @@ fn selections_and_string_comparisons_in_place_match_the_general_paths() {
         "{err:?}"
     );
 }
+
+/// Set and list literals that evaluate nothing to be built (`delay` builds
+/// them at once instead of making thunks) keep every value lazy, and inside a
+/// `let` or `rec` still being filled they read its variables only when forced.
+/// Expected values from Nix 2.8.
+#[test]
+fn literals_built_without_thunks_stay_lazy_and_see_their_whole_scope() {
+    use super::testing::ok_all;
+    ok_all(&[
+        ("let a = { b = c; }; c = 1; in a.b", "1"),
+        ("let xs = [ y ]; y = 2; in builtins.head xs", "2"),
+        (
+            "let a = { b = { c = d; }; e = [ d ]; }; d = 3; in [ a.b.c (builtins.head a.e) ]",
+            "[ 3 3 ]",
+        ),
+        ("rec { a = { b = c; }; c = 5; }.a.b", "5"),
+        ("let a = [ { x = b; } ]; b = 4; in (builtins.head a).x", "4"),
+        ("builtins.length [ (throw \"no\") (abort \"no\") ]", "2"),
+        ("(x: 1) { a = throw \"no\"; }", "1"),
+        (
+            "builtins.attrNames ((s: s) { b = abort \"x\"; a = throw \"y\"; })",
+            "[ \"a\" \"b\" ]",
+        ),
+        ("let x = [ x ]; in builtins.length (builtins.head x)", "1"),
+        ("let s = { me = s; }; in s.me.me ? me", "true"),
+        (
+            "let f = n: { v = n; l = [ n (n + 1) ]; }; in (f 2).l",
+            "[ 2 3 ]",
+        ),
+    ]);
+}
