@@ -61,7 +61,7 @@ pub(crate) fn expect_string_no_ctx(ev: &mut Evaluator, v: &Value) -> EResult<Nix
 pub(crate) fn lazy_apply2(ev: &mut Evaluator, f: &Value, name: Sym, v: Value) -> Value {
     let f = f.clone();
     let name = ev.name_value(name);
-    Value::lazy(move |ev| Ok(ev.call2(&f, name.clone(), v.clone())?))
+    Value::lazy(move |ev| ev.call2(&f, name.clone(), v.clone()))
 }
 
 /// Return the names of the attributes in the set, sorted alphabetically.

@@ -134,13 +134,13 @@ fn abort(ev: &mut Evaluator, a: Args) -> RResult<Value> {
 /// Evaluate e1, then evaluate and return e2.
 fn seq(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     ev.force(&a[0])?;
-    Ok(ev.force(&a[1])?)
+    ev.force(&a[1])
 }
 
 /// Like seq e1 e2, except that e1 is evaluated deeply: if it is a list or set, its elements or attributes are also evaluated recursively.
 fn deep_seq(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     ev.force_deep(&a[0])?;
-    Ok(ev.force(&a[1])?)
+    ev.force(&a[1])
 }
 
 /// Try to shallowly evaluate e: { success = true; value = e; }, or { success = false; value = false; } when throw or assert failed.
@@ -167,12 +167,12 @@ fn trace_message(ev: &mut Evaluator, v: &Value) -> EResult<String> {
 fn trace(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let msg = trace_message(ev, &a[0])?;
     (ev.on_trace)(&format!("trace: {msg}"));
-    Ok(ev.force(&a[1])?)
+    ev.force(&a[1])
 }
 
 /// Return e2; with --trace-verbose (which rocmx does not have) Nix first prints e1 on standard error.
 fn trace_verbose(ev: &mut Evaluator, a: Args) -> RResult<Value> {
-    Ok(ev.force(&a[1])?)
+    ev.force(&a[1])
 }
 
 /// Evaluate e1, which must be a string, and print it on standard error as a warning. Then return e2.
@@ -188,7 +188,7 @@ fn warn(ev: &mut Evaluator, a: Args) -> RResult<Value> {
         ));
     }
     (ev.on_trace)(&format!("evaluation warning: {}", msg.as_str()));
-    Ok(ev.force(&a[1])?)
+    ev.force(&a[1])
 }
 
 /// Evaluate value; if that fails, add the string context to the error's trace.
@@ -337,7 +337,7 @@ fn scoped_import(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     )?;
     let env =
         crate::eval::ir::Env::new(Some(ev.globals()), crate::eval::ir::Slots::from_vec(values));
-    Ok(ev.eval(&ir, &env)?)
+    ev.eval(&ir, &env)
 }
 
 /// Find lookup-path in search-path (a list of { prefix; path; } sets), as <lookup-path> does with nixPath.
@@ -472,7 +472,7 @@ fn unsafe_get_attr_pos(ev: &mut Evaluator, a: Args) -> RResult<Value> {
 
 /// In debug mode, pause Nix expression evaluation and enter the REPL; otherwise (always, in rocmx) return the argument v.
 fn break_(ev: &mut Evaluator, a: Args) -> RResult<Value> {
-    Ok(ev.force(&a[0])?)
+    ev.force(&a[0])
 }
 
 #[cfg(test)]

@@ -36,27 +36,27 @@ pub(crate) static BUILTINS: &[PrimOp] = &[
 
 /// Return true if the value e1 is less than the value e2, and false otherwise (numbers, strings, paths or lists).
 fn less_than_op(ev: &mut Evaluator, a: Args) -> RResult<Value> {
-    Ok(ev.less_than(&a[0], &a[1]).map(Value::bool)?)
+    ev.less_than(&a[0], &a[1]).map(Value::bool)
 }
 
 /// Return the sum of the numbers e1 and e2.
 fn add(ev: &mut Evaluator, a: Args) -> RResult<Value> {
-    Ok(ev.arith(BinaryOp::Add, &a[0], &a[1])?)
+    ev.arith(BinaryOp::Add, &a[0], &a[1])
 }
 
 /// Return the difference between the numbers e1 and e2.
 fn sub(ev: &mut Evaluator, a: Args) -> RResult<Value> {
-    Ok(ev.arith(BinaryOp::Sub, &a[0], &a[1])?)
+    ev.arith(BinaryOp::Sub, &a[0], &a[1])
 }
 
 /// Return the product of the numbers e1 and e2.
 fn mul(ev: &mut Evaluator, a: Args) -> RResult<Value> {
-    Ok(ev.arith(BinaryOp::Mul, &a[0], &a[1])?)
+    ev.arith(BinaryOp::Mul, &a[0], &a[1])
 }
 
 /// Return the quotient of the numbers e1 and e2.
 fn div(ev: &mut Evaluator, a: Args) -> RResult<Value> {
-    Ok(ev.arith(BinaryOp::Div, &a[0], &a[1])?)
+    ev.arith(BinaryOp::Div, &a[0], &a[1])
 }
 
 fn bit_op(ev: &mut Evaluator, a: &[Value], name: &str, f: fn(i64, i64) -> i64) -> EResult<Value> {

@@ -225,7 +225,7 @@ impl Evaluator {
             ThunkState::Apply(f, a) => ev.call(f, a.clone()),
             ThunkState::Native(f) => match f(ev) {
                 Ok(v) => ev.force_owned(v),
-                Err(e) => Err(e.into()),
+                Err(e) => Err(e),
             },
             ThunkState::Blackhole => raise(EvalError::new(
                 ErrorKind::InfiniteRecursion,

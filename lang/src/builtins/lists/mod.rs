@@ -169,7 +169,7 @@ fn foldl_strict(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let list = arg_list(ev, &a[2], "third", "foldlStrict")?;
     let mut acc = a[1].clone();
     if list.is_empty() {
-        return Ok(ev.force(&acc)?);
+        return ev.force(&acc);
     }
     for x in list.iter() {
         // `call` forces each intermediate result: foldl' is strict in the
