@@ -7,12 +7,11 @@
 //! set builders (`listToAttrs`, `zipAttrsWith`, `catAttrs`) live in
 //! `lists/sets.rs`.
 
-use crate::eval::{raise, RResult};
 use std::rc::Rc;
 
 use super::context::reject_context;
 use super::op;
-use crate::eval::{EResult, ErrorExt, EvalError, Evaluator};
+use crate::eval::{raise, EResult, ErrorExt, EvalError, Evaluator, RResult};
 use crate::value::{Args, Attrs, NixString, PrimOp, Sym, Value};
 
 pub(crate) static BUILTINS: &[PrimOp] = &[

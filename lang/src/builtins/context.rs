@@ -10,8 +10,7 @@
 
 use super::mk_attrs;
 use super::op;
-use crate::eval::{raise, RResult};
-use crate::eval::{CoerceMode, EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
+use crate::eval::{raise, CoerceMode, EResult, ErrorExt, ErrorKind, EvalError, Evaluator, RResult};
 use crate::value::{Args, Context, ContextElem, NixString, PrimOp, Value};
 
 pub(crate) static BUILTINS: &[PrimOp] = &[

@@ -7,13 +7,14 @@
 //! `break`. It must not implement container or string algorithms (see the sibling
 //! modules).
 
-use crate::eval::{raise, RResult, Raised};
 use std::path::{Path, PathBuf};
 
 use sha2::Digest;
 
 use super::{mk_attrs, op};
-use crate::eval::{CoerceMode, EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
+use crate::eval::{
+    raise, CoerceMode, EResult, ErrorExt, ErrorKind, EvalError, Evaluator, RResult, Raised,
+};
 use crate::value::{print, Args, PrimOp, Type, Value};
 
 pub(crate) static BUILTINS: &[PrimOp] = &[

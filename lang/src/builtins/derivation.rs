@@ -17,7 +17,6 @@
 //! from the `.drv` path and the output name, which resolution replaces by the
 //! realised path. Fixed-output paths are exact at evaluation time.
 
-use crate::eval::RResult;
 use std::collections::{BTreeMap, BTreeSet};
 
 use rocmx_store::derivation::{hash_placeholder, output_path_name, Derivation, DerivationOutput};
@@ -26,7 +25,7 @@ use rocmx_store::{Hash, HashAlgo, IngestionMethod, StorePath};
 use super::op;
 
 mod wrapper;
-use crate::eval::{CoerceMode, EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
+use crate::eval::{CoerceMode, EResult, ErrorExt, ErrorKind, EvalError, Evaluator, RResult};
 use crate::value::{Args, Attrs, Context, ContextElem, NixString, PrimOp, Sym, Value};
 pub(crate) use wrapper::derivation_wrapper;
 

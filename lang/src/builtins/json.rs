@@ -11,12 +11,11 @@ mod from_toml;
 mod parser;
 mod to_xml;
 
-use crate::eval::RResult;
 use std::fmt::Write as _;
 
 use super::context::reject_context;
 use super::op;
-use crate::eval::{CoerceMode, EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
+use crate::eval::{CoerceMode, EResult, ErrorExt, ErrorKind, EvalError, Evaluator, RResult};
 use crate::value::{Args, Context, ContextElem, NixString, PrimOp, Value};
 
 pub(crate) use from_toml::toml_to_value;

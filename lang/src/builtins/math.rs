@@ -7,8 +7,7 @@
 //! must not implement container algorithms.
 
 use super::op;
-use crate::eval::RResult;
-use crate::eval::{EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
+use crate::eval::{EResult, ErrorExt, ErrorKind, EvalError, Evaluator, RResult};
 use crate::syntax::ast::BinaryOp;
 use crate::value::{print, Args, PrimOp, Value};
 

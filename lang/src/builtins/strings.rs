@@ -10,13 +10,12 @@
 
 mod ere;
 
-use crate::eval::{raise, RResult};
 use std::path::Path;
 use std::rc::Rc;
 
 use super::context::reject_context;
 use super::op;
-use crate::eval::{CoerceMode, EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
+use crate::eval::{raise, CoerceMode, EResult, ErrorExt, ErrorKind, EvalError, Evaluator, RResult};
 use crate::value::{Args, Context, NixString, PrimOp, Value};
 use rocmx_store::{Encoding, Hash, HashAlgo, HashError};
 

@@ -6,13 +6,12 @@
 //! everything else, and a missing component sorts before a number. It must not
 //! know anything about derivations beyond splitting a name at its version.
 
-use crate::eval::RResult;
 use std::cmp::Ordering;
 
 use super::mk_attrs;
 use super::op;
 use super::strings::force_string_no_ctx;
-use crate::eval::Evaluator;
+use crate::eval::{Evaluator, RResult};
 use crate::value::{Args, PrimOp, Value};
 
 pub(crate) static BUILTINS: &[PrimOp] = &[

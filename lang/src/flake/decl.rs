@@ -12,9 +12,7 @@ use std::path::{Path, PathBuf};
 
 use super::params::{GfxCheck, ParamDecl, ParamType, ParamValue};
 use super::source::{self, FlakeRef, Source};
-use crate::eval::error::did_you_mean;
-use crate::eval::ir::Pos;
-use crate::eval::{EResult, ErrorKind, EvalError, Evaluator};
+use crate::eval::{error::did_you_mean, ir::Pos, EResult, ErrorKind, EvalError, Evaluator};
 use crate::value::Value;
 
 /// The top-level attributes a `flake.nix` may have.

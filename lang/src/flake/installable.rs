@@ -6,8 +6,7 @@
 //! outside double quotes (`"a.b".c`). The error for a path found nowhere names
 //! every candidate and the closest existing attribute.
 
-use crate::eval::error::did_you_mean;
-use crate::eval::{EResult, ErrorKind, EvalError, Evaluator};
+use crate::eval::{error::did_you_mean, EResult, ErrorKind, EvalError, Evaluator};
 use crate::value::Value;
 
 /// Splits an attribute path at dots outside double quotes.

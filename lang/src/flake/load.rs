@@ -28,8 +28,7 @@ use super::fetch::{Fetched, InputFetcher, LocalTree, Tracked};
 use super::lock::{Edge, LockFile, Locked, Node};
 use super::params::{self, GfxCheck, ParamValue};
 use super::source;
-use crate::eval::ir::Pos;
-use crate::eval::{EResult, ErrorKind, EvalError, Evaluator};
+use crate::eval::{ir::Pos, EResult, ErrorKind, EvalError, Evaluator};
 use crate::value::{Attrs, Context, ContextElem, NixString, Sym, Value};
 
 fn err(msg: impl Into<String>) -> Box<EvalError> {

@@ -18,8 +18,7 @@ use self::url::{
     bad_url, decode_query, other, parse_url, percent_decode, FErr, FResult, ParsedUrl,
 };
 use crate::builtins::{mk_attrs, op, reject_context};
-use crate::eval::{raise, RResult};
-use crate::eval::{ErrorExt, ErrorKind, EvalError, Evaluator};
+use crate::eval::{raise, ErrorExt, ErrorKind, EvalError, Evaluator, RResult};
 use crate::value::{Args, PrimOp, Value};
 
 pub(crate) static BUILTINS: &[PrimOp] = &[

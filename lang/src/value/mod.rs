@@ -20,7 +20,6 @@ pub mod attrs;
 pub mod context;
 pub mod print;
 
-use crate::eval::RResult;
 use std::cell::{Cell, OnceCell};
 use std::fmt;
 use std::path::PathBuf;
@@ -31,7 +30,7 @@ pub use attrs::Attrs;
 pub use context::{Context, ContextElem};
 
 use crate::eval::ir::{Env, Ir, LambdaDef};
-use crate::eval::Evaluator;
+use crate::eval::{Evaluator, RResult};
 
 /// A value, forced or not. Only [`Value::Thunk`] is unevaluated; every other
 /// variant is in weak head normal form.

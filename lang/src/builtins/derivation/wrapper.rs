@@ -22,12 +22,11 @@
 //! is `null`, as it already was for the output attributes), where the language
 //! version pointed into its own source, which is rocmx's, not the user's.
 
-use crate::eval::{raise, RResult};
 use std::rc::Rc;
 
 use super::BUILTINS as STRICT;
 use crate::builtins::op;
-use crate::eval::{EResult, EvalError, Evaluator};
+use crate::eval::{raise, EResult, EvalError, Evaluator, RResult};
 use crate::value::attrs::{AttrPos, Entry};
 use crate::value::{Args, Attrs, PrimOp, PrimOpApp, Sym, Thunk, Value};
 

@@ -9,8 +9,7 @@
 //! store.
 
 use super::expect_plain_string;
-use crate::eval::{raise, RResult};
-use crate::eval::{EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
+use crate::eval::{raise, EResult, ErrorExt, ErrorKind, EvalError, Evaluator, RResult};
 use crate::value::{Args, Value};
 
 fn unsupported(name: &str) -> Box<EvalError> {

@@ -13,7 +13,6 @@
 mod fetch;
 mod store;
 
-use crate::eval::{raise, RResult};
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 
@@ -22,8 +21,10 @@ use rocmx_store::{Hash, HashAlgo, StorePath};
 use self::fetch::{fetch_git, fetch_mercurial, fetch_tarball, fetch_tree, fetchurl};
 use self::store::{filter_source, path, store_path, to_file, to_path};
 use super::op;
-use crate::eval::compile::canon_path;
-use crate::eval::{CoerceMode, EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
+use crate::eval::{
+    compile::canon_path, raise, CoerceMode, EResult, ErrorExt, ErrorKind, EvalError, Evaluator,
+    RResult,
+};
 use crate::value::{Args, Attrs, Context, ContextElem, NixString, PrimOp, Sym, Value};
 
 pub(crate) static BUILTINS: &[PrimOp] = &[

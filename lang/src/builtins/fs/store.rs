@@ -8,7 +8,6 @@
 //! store except through [`crate::store::EvalStore`], nor copy a path a git flake
 //! does not track.
 
-use crate::eval::{raise, RResult};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -18,7 +17,7 @@ use super::{
     base_name, coerce_to_path_ctx, expect_plain_string, read_bytes, real, resolve_symlinks,
     store_path_value, Resolve,
 };
-use crate::eval::{EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
+use crate::eval::{raise, EResult, ErrorExt, ErrorKind, EvalError, Evaluator, RResult};
 use crate::store::PathFilter;
 use crate::value::{Args, ContextElem, NixString, Value};
 

@@ -8,11 +8,9 @@
 //! functions as their argument pattern; built-in functions as `<unevaluated />`.
 //! Source locations are not included.
 
-use crate::eval::RResult;
 use std::collections::HashSet;
 
-use crate::eval::ir::IrParam;
-use crate::eval::{EResult, ErrorExt, Evaluator};
+use crate::eval::{ir::IrParam, EResult, ErrorExt, Evaluator, RResult};
 use crate::value::{Args, Context, NixString, Value};
 
 /// Return a string containing an XML representation of e.

@@ -7,12 +7,10 @@
 //! but the language's `<` (`Evaluator::less_than`), so mixed or incomparable
 //! keys fail as they do in Nix.
 
-use crate::eval::{raise, RResult};
 use std::collections::HashSet;
 use std::path::PathBuf;
 
-use crate::eval::show_value;
-use crate::eval::{EResult, ErrorExt, ErrorKind, EvalError, Evaluator};
+use crate::eval::{raise, show_value, EResult, ErrorExt, ErrorKind, EvalError, Evaluator, RResult};
 use crate::value::{Args, Value};
 
 /// The keys `genericClosure` has seen: hashed while they are all ints, all

@@ -6,12 +6,11 @@
 //! values it moves: `listToAttrs` takes each `value` as it is, `zipAttrsWith`
 //! applies its function lazily per name, `catAttrs` copies what it finds.
 
-use crate::eval::{raise, RResult};
 use std::rc::Rc;
 
 use super::super::attrs::{expect_string_no_ctx, lazy_apply2};
 use super::{arg_function, arg_list};
-use crate::eval::{ErrorExt, EvalError, Evaluator};
+use crate::eval::{raise, ErrorExt, EvalError, Evaluator, RResult};
 use crate::value::{Args, Attrs, Sym, Value};
 
 /// Construct a set from a list of { name = …; value = …; } sets; of duplicate names, the first takes precedence.
