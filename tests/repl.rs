@@ -136,7 +136,9 @@ a == 1
     assert_eq!(lines[0], "1");
     // Unevaluated attributes are shown as thunks, never forced.
     assert_eq!(lines[1], "{ a = 1; b = «thunk»; }");
-    assert_eq!(lines[2], "{ first = 1; second = «thunk»; }");
+    // A list literal is built at once (it evaluates nothing), so it is a
+    // value, not a thunk, and shown as one; nothing was forced to show it.
+    assert_eq!(lines[2], "{ first = 1; second = [ 1 2 ]; }");
     assert_eq!(lines[3], "«primop map»");
     assert_eq!(lines[4], "«lambda @ «string»:1:1»");
     assert_eq!(lines[5], "3");
