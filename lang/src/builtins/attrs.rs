@@ -88,7 +88,7 @@ fn get_attr(ev: &mut Evaluator, a: Args) -> RResult<Value> {
         "while evaluating the second argument passed to builtins.getAttr".into()
     })?;
     match set.get(name.as_str()) {
-        Some(v) => Ok(ev.force_owned(v.clone())?),
+        Some(v) => ev.force_owned(v.clone()),
         None => raise(EvalError::missing_attribute(name.as_str(), None))
             .frame(None, || "in the attribute set under consideration".into()),
     }

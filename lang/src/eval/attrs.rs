@@ -72,6 +72,22 @@ impl Evaluator {
         Rc::new(Attrs::from_sorted_pos(entries))
     }
 
+    /// Builds a list literal: its items delayed in `env`, the careful way
+    /// when `in_new_scope` (as [`Self::plain_attrs`]).
+    pub(super) fn plain_list(&mut self, items: &[Rc<Ir>], env: &Env, in_new_scope: bool) -> Value {
+        let v: Vec<Value> = items
+            .iter()
+            .map(|i| {
+                if in_new_scope {
+                    self.delay_in_new_scope(i, env)
+                } else {
+                    self.delay(i, env)
+                }
+            })
+            .collect();
+        Value::List(Rc::new(v))
+    }
+
     /// Builds the set; a `rec` set's values close over its new scope.
     pub(super) fn eval_attrs(&mut self, def: &Rc<AttrsDef>, env: &Env) -> RResult<Rc<Attrs>> {
         if def.is_plain() {

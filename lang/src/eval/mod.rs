@@ -223,10 +223,7 @@ impl Evaluator {
         let result = self.nested(|ev| match &state {
             ThunkState::Suspended(ir, env) => ev.eval(ir, env),
             ThunkState::Apply(f, a) => ev.call(f, a.clone()),
-            ThunkState::Native(f) => match f(ev) {
-                Ok(v) => ev.force_owned(v),
-                Err(e) => Err(e),
-            },
+            ThunkState::Native(f) => f(ev).and_then(|v| ev.force_owned(v)),
             ThunkState::Blackhole => raise(EvalError::new(
                 ErrorKind::InfiniteRecursion,
                 "infinite recursion encountered",
@@ -300,9 +297,7 @@ impl Evaluator {
             // Literals whose building evaluates nothing: built now, their
             // values delayed, which costs what the thunk's forcing would.
             Ir::Attrs(def) if def.is_plain() => Value::Attrs(self.plain_attrs(def, env, false)),
-            Ir::List(items) => {
-                Value::List(Rc::new(items.iter().map(|i| self.delay(i, env)).collect()))
-            }
+            Ir::List(items) => self.plain_list(items, env, false),
             _ => Value::Thunk(Thunk::new(ThunkState::Suspended(ir.clone(), env.clone()))),
         }
     }
@@ -319,12 +314,7 @@ impl Evaluator {
             // Built now, as `delay` does, but with their values delayed the
             // same careful way.
             Ir::Attrs(def) if def.is_plain() => Value::Attrs(self.plain_attrs(def, env, true)),
-            Ir::List(items) => Value::List(Rc::new(
-                items
-                    .iter()
-                    .map(|i| self.delay_in_new_scope(i, env))
-                    .collect(),
-            )),
+            Ir::List(items) => self.plain_list(items, env, true),
             _ => self.delay(ir, env),
         }
     }

@@ -90,7 +90,7 @@ fn derivation_fast(ev: &mut Evaluator, a: Args) -> RResult<Value> {
     let attrs = ev.expect_attrs(&a[0])?;
     match plain_outputs(ev, &attrs)? {
         Some(names) => Ok(outputs_set(&a[0], &attrs, &names)),
-        None => Ok(ev.force(&a[1])?),
+        None => ev.force(&a[1]),
     }
 }
 
@@ -134,7 +134,7 @@ fn select(strict: &Value, name: Sym) -> Value {
     Value::lazy(move |ev| {
         let set = ev.expect_attrs(&strict)?;
         match set.get(name) {
-            Some(v) => Ok(ev.force(v)?),
+            Some(v) => ev.force(v),
             None => raise(EvalError::missing_attribute(name.as_str(), None)),
         }
     })

@@ -194,7 +194,7 @@ fn elem_at(ev: &mut Evaluator, a: Args) -> RResult<Value> {
         "while evaluating the first argument passed to 'builtins.elemAt'".into()
     })?;
     match usize::try_from(n).ok().and_then(|i| list.get(i)) {
-        Some(v) => Ok(ev.force_owned(v.clone())?),
+        Some(v) => ev.force_owned(v.clone()),
         None => raise(EvalError::new(
             ErrorKind::Eval,
             format!(
@@ -211,7 +211,7 @@ fn head(ev: &mut Evaluator, a: Args) -> RResult<Value> {
         "while evaluating the first argument passed to 'builtins.head'".into()
     })?;
     match list.first() {
-        Some(v) => Ok(ev.force_owned(v.clone())?),
+        Some(v) => ev.force_owned(v.clone()),
         None => raise(EvalError::new(
             ErrorKind::Eval,
             "'builtins.head' called on an empty list",
