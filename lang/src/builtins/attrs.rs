@@ -140,8 +140,9 @@ fn remove_attrs(ev: &mut Evaluator, a: Args) -> RResult<Value> {
         return Ok(Value::Attrs(set));
     }
     let out = match &*set {
-        // Few removals from a big persistent map: O(k log n), sharing the rest.
-        Attrs::Large(_) if present.len() * 8 < set.len() => {
+        // Few removals from a big persistent map (or a layer over one):
+        // O(k log n), sharing the rest.
+        _ if set.is_map() && present.len() * 8 < set.len() => {
             let mut m = (*set).clone();
             for s in &present {
                 m.remove(s.as_str());
@@ -171,8 +172,10 @@ fn intersect_attrs(ev: &mut Evaluator, a: Args) -> RResult<Value> {
         "while evaluating the second argument passed to builtins.intersectAttrs".into()
     })?;
     // Iterate the smaller set (in name order), look names up in the bigger one;
-    // values always come from the right-hand set.
-    let out: Vec<(Sym, Value)> = if left.len() < right.len() {
+    // values always come from the right-hand set. The sizes are compared
+    // without counting a layered set's names (`pkgs // scope` in a
+    // `callPackage`).
+    let out: Vec<(Sym, Value)> = if left.len() < right.len_at_least() {
         left.keys()
             .filter_map(|k| right.get(k).map(|v| (*k, v.clone())))
             .collect()
@@ -183,7 +186,7 @@ fn intersect_attrs(ev: &mut Evaluator, a: Args) -> RResult<Value> {
             .map(|(k, v)| (*k, v.clone()))
             .collect()
     };
-    if out.len() == right.len() {
+    if out.len() >= right.len_at_least() && out.len() == right.len() {
         return Ok(Value::Attrs(right));
     }
     Ok(Value::attrs(Attrs::from_sorted(out)))

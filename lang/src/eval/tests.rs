@@ -430,3 +430,37 @@ fn literals_built_without_thunks_stay_lazy_and_see_their_whole_scope() {
         ),
     ]);
 }
+
+/// `//` keeps a small or medium update as a layer over a bigger set
+/// (`value::attrs`): every read of such a set — selection, `?`, names,
+/// values, equality, `removeAttrs`, `intersectAttrs`, positions, laziness,
+/// layers over layers and a set on the left — gives what a merged set gives.
+/// Expected values from Nix 2.8.
+#[test]
+fn layered_updates_read_as_merged_sets() {
+    use super::testing::ok_all;
+    let b = "b = builtins.listToAttrs (builtins.genList (i: { name = \"k${toString i}\"; value = i; }) 20);";
+    let big = "big = builtins.listToAttrs (builtins.genList (i: { name = \"p${toString i}\"; value = i; }) 400);";
+    let cases = [
+        (format!("let {b} s = b // {{ k3 = \"x\"; z = 1; }}; in [ s.k3 s.k4 s.z (builtins.attrNames s == builtins.sort builtins.lessThan (builtins.attrNames s)) (builtins.length (builtins.attrNames s)) ]"),
+         "[ \"x\" 4 1 true 21 ]"),
+        (format!("let {b} s = ((b // {{ a = 1; }}) // {{ a = 2; k0 = 0.5; }}) // {{ b = 3; }}; in [ s.a s.b s.k0 s.k19 (s ? a) (s ? nope) (builtins.length (builtins.attrValues s)) ]"),
+         "[ 2 3 0.5 19 true false 22 ]"),
+        (format!("let {b} l = b // {{ k1 = 10; new = 1; }}; f = builtins.listToAttrs (builtins.genList (i: {{ name = \"k${{toString i}}\"; value = if i == 1 then 10 else i; }}) 20) // {{ new = 1; }}; in [ (l == f) (f == l) (l == b) ]"),
+         "[ true true false ]"),
+        (format!("let {b} l = b // {{ k1 = 10; new = 1; }}; in [ (builtins.attrNames (builtins.removeAttrs l [ \"k1\" \"new\" \"k5\" \"absent\" ])) (builtins.intersectAttrs {{ k1 = null; new = null; q = null; }} l) (builtins.mapAttrs (n: v: v * 2) (builtins.intersectAttrs {{ k2 = 0; new = 0; }} l)) ]"),
+         "[ [ \"k0\" \"k10\" \"k11\" \"k12\" \"k13\" \"k14\" \"k15\" \"k16\" \"k17\" \"k18\" \"k19\" \"k2\" \"k3\" \"k4\" \"k6\" \"k7\" \"k8\" \"k9\" ] { k1 = 10; new = 1; } { k2 = 4; new = 2; } ]"),
+        (format!("let {big} mid = builtins.listToAttrs (builtins.genList (i: {{ name = \"p${{toString (i * 7)}}\"; value = -i; }}) 60); s = big // mid; t = s // {{ p0 = \"top\"; extra = true; }}; in [ t.p0 t.p7 t.p8 t.p399 t.extra (builtins.length (builtins.attrNames t)) (builtins.foldl' (a: b: a + b) 0 (builtins.filter builtins.isInt (builtins.attrValues s))) ]"),
+         "[ \"top\" -1 8 -57 true 403 66459 ]"),
+        (format!("let {big} layers = builtins.genList (j: builtins.listToAttrs (builtins.genList (i: {{ name = \"p${{toString (i * 13 + j)}}\"; value = j * 1000 + i; }}) 20)) 9; r = builtins.foldl' (acc: l: acc // l) big layers; in [ r.p0 r.p13 r.p27 r.p399 (builtins.length (builtins.attrNames r)) (builtins.foldl' (a: b: a + b) 0 (builtins.attrValues r)) ]"),
+         "[ 0 1 1002 399 400 778560 ]"),
+        ("let big = builtins.listToAttrs (builtins.genList (i: { name = \"p${toString i}\"; value = i; }) 40); s = { p1 = \"left\"; only = 1; } // (big // { p2 = \"top\"; }); in [ s.p1 s.p2 s.only s.p39 (builtins.length (builtins.attrNames s)) ]".to_string(),
+         "[ 1 \"top\" 1 39 41 ]"),
+        ("let b = { a = 1; b = 2; c = 3; d = 4; e = 5; f = 6; g = 7; h = 8; i = 9; }; s = b // { c = 30; } // { z = 1; }; in [ (builtins.unsafeGetAttrPos \"z\" s).column (builtins.unsafeGetAttrPos \"c\" s).column (builtins.unsafeGetAttrPos \"d\" s).column ]".to_string(),
+         "[ 103 88 32 ]"),
+        (format!("let {b} s = b // {{ k3 = throw \"lazy\"; z = 1; }}; in [ s.z (builtins.length (builtins.attrNames s)) (builtins.tryEval s.k3).success ]"),
+         "[ 1 21 false ]"),
+    ];
+    let cases: Vec<(&str, &str)> = cases.iter().map(|(e, w)| (e.as_str(), *w)).collect();
+    ok_all(&cases);
+}

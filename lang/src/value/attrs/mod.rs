@@ -8,14 +8,25 @@
 //! structure with `big` instead of copying it — the difference between O(n) and
 //! O(log n) per update in a `//` fold. Its nodes hold 4 entries (imbl's `small-chunks`): an
 //! update copies the nodes on the path to each key it sets, and small nodes make
-//! that copy small (see `lang/Cargo.toml`). It must not force values.
+//! that copy small (see `lang/Cargo.toml`). An update much smaller than the set
+//! it updates is not merged at all but kept as a layer over it
+//! ([`Attrs::Layered`], `layer.rs`): `drv // { override = …; }` and `pkgs //
+//! scope` cost one allocation instead of a copy of every entry or an insert
+//! of each new one. A merge or a persistent map's inserts happen only
+//! when layers would grow past [`LAYER_DEPTH_MAX`] or an update is
+//! too big for one. It must not force values.
 
+use std::cell::{Cell, OnceCell};
 use std::rc::Rc;
 
 use imbl::shared_ptr::RcK;
 
 /// The persistent map, with non-atomic reference counts (values are not `Send`).
 type OrdMap<K, V> = imbl::GenericOrdMap<K, V, RcK>;
+
+mod layer;
+
+pub use layer::{Layer, Merge};
 
 use super::{Sym, Value};
 use crate::eval::ir::Pos;
@@ -141,14 +152,47 @@ pub const SMALL_MAX: usize = 32;
 /// still pays that once.
 pub const BUILT_MAX: usize = 256;
 
+/// A small update (at most this many entries) over a layered set joins its
+/// top while the top stays within this size.
+pub const LAYER_TOP_MAX: usize = 8;
+
+/// `base // top` is layered only over a base of at least this many entries;
+/// smaller sets are merged, which costs little more and keeps their lookups
+/// one scan.
+pub const LAYER_BASE_MIN: usize = 8;
+
+/// An update of more than [`LAYER_TOP_MAX`] entries is layered over a set at
+/// least this many times its size (`pkgs // scope`, an overlay over a
+/// package set); closer sizes are merged.
+pub const LAYER_RATIO: usize = 4;
+
+/// Layers over layers at most this deep; past it the set is merged first,
+/// so a lookup scans at most this many tops before the bottom set.
+pub const LAYER_DEPTH_MAX: usize = 3;
+
 #[derive(Clone)]
 pub enum Attrs {
     /// Sorted by name, no duplicates: at most [`BUILT_MAX`] entries, and at most
-    /// [`SMALL_MAX`] for the result of `//` or of inserts.
+    /// [`SMALL_MAX`] for the result of a merging `//` or of inserts.
     Small(Vec<Entry>),
     /// Persistent map: past [`SMALL_MAX`] entries after `//` or inserts, past
     /// [`BUILT_MAX`] when built whole.
     Large(OrdMap<Sym, (Value, AttrPos)>),
+    /// `base // top`, not merged: `top` (sorted, never empty) wins over
+    /// `base`. Made by [`Attrs::update`] for an update much smaller than the
+    /// set it updates — `drv // { override = …; }`, `attrs // { pname = …;
+    /// }`, `pkgs // scope`, an overlay over a package set — which otherwise
+    /// copied every entry of the base and touched each value's reference
+    /// count (a merge), or inserted the update entry by entry into a
+    /// persistent map (about 2,000 instructions an entry in a 5,000-entry
+    /// set). A lookup tries each top from the newest, then the bottom set;
+    /// layers are at most [`LAYER_DEPTH_MAX`] deep. `len` (distinct names) is
+    /// counted on first use, `usize::MAX` until then: many layered sets are
+    /// only looked into. `merged` is the set merged into one, made the first
+    /// time it is needed (an update of the set that cannot be layered, or a
+    /// layer over a set already at the deepest) and kept: a shared set (`pkgs`)
+    /// is merged once, not at each use.
+    Layered(Box<Layer>),
 }
 
 impl Default for Attrs {
@@ -205,11 +249,48 @@ impl Attrs {
         match self {
             Attrs::Small(v) => v.len(),
             Attrs::Large(m) => m.len(),
+            Attrs::Layered(l) if l.len.get() != usize::MAX => l.len.get(),
+            Attrs::Layered(l) => l.count(),
+        }
+    }
+
+    /// A lower bound of [`Self::len`] that counts nothing: exact unless the
+    /// set is layered and its size not yet counted.
+    pub fn len_at_least(&self) -> usize {
+        match self {
+            Attrs::Layered(l) if l.len.get() == usize::MAX => {
+                l.base.len_at_least().max(l.top.len())
+            }
+            _ => self.len(),
         }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        match self {
+            Attrs::Layered(_) => false,
+            _ => self.len() == 0,
+        }
+    }
+
+    /// Whether the set is, or is layered over, a persistent map: a change
+    /// made in place ([`Self::insert`], [`Self::remove`]) then shares its
+    /// structure instead of copying every entry.
+    pub fn is_map(&self) -> bool {
+        match self {
+            Attrs::Small(_) => false,
+            Attrs::Large(_) => true,
+            Attrs::Layered(l) => l.base.is_map(),
+        }
+    }
+
+    /// How many layers are over the bottom set.
+    fn depth(&self) -> usize {
+        let (mut d, mut a) = (0, self);
+        while let Attrs::Layered(l) = a {
+            d += 1;
+            a = &l.base;
+        }
+        d
     }
 
     pub fn get<'k>(&self, k: impl Into<Key<'k>>) -> Option<&Value> {
@@ -224,45 +305,34 @@ impl Attrs {
     #[inline]
     fn get_sym(&self, k: Sym) -> Option<&Value> {
         match self {
-            Attrs::Small(v) => {
-                if v.len() <= 8 {
-                    v.iter().find(|(n, _, _)| *n == k).map(|(_, x, _)| x)
-                } else {
-                    v.binary_search_by(|(n, _, _)| n.cmp(&k))
-                        .ok()
-                        .map(|i| &v[i].1)
-                }
-            }
+            Attrs::Small(v) => find_sym(v, k).map(|(_, x, _)| x),
             Attrs::Large(m) => m.get(&k).map(|(x, _)| x),
+            Attrs::Layered(l) => l.get_sym(k),
         }
     }
 
     fn get_str(&self, k: &str) -> Option<&Value> {
-        match self {
-            Attrs::Small(v) => {
-                if v.len() <= 8 {
-                    v.iter()
-                        .find(|(n, _, _)| same_name(n.as_str(), k))
-                        .map(|(_, x, _)| x)
-                } else {
-                    v.binary_search_by(|(n, _, _)| name_cmp(n.as_str(), k))
-                        .ok()
-                        .map(|i| &v[i].1)
-                }
+        self.get_str_pos(k).map(|(x, _)| x)
+    }
+
+    /// The value and stored position of attribute `k`, looked up by bytes.
+    fn get_str_pos(&self, k: &str) -> Option<(&Value, AttrPos)> {
+        let mut a = self;
+        loop {
+            match a {
+                Attrs::Small(v) => return find_str(v, k).map(|(_, x, p)| (x, *p)),
+                Attrs::Large(m) => return m.get(k).map(|(x, p)| (x, *p)),
+                Attrs::Layered(l) => match find_str(&l.top, k) {
+                    Some((_, x, p)) => return Some((x, *p)),
+                    None => a = &l.base,
+                },
             }
-            Attrs::Large(m) => m.get(k).map(|(x, _)| x),
         }
     }
 
     /// Where attribute `k` was defined, if known.
     pub fn get_pos(&self, k: &str) -> Option<Pos> {
-        let p = match self {
-            Attrs::Small(v) => v
-                .iter()
-                .find(|(n, _, _)| n.as_str() == k)
-                .map(|(_, _, p)| *p),
-            Attrs::Large(m) => m.get(k).map(|(_, p)| *p),
-        }?;
+        let (_, p) = self.get_str_pos(k)?;
         (p != AttrPos::NONE).then(|| p.to_pos())
     }
 
@@ -271,10 +341,12 @@ impl Attrs {
     }
 
     /// Entries in name order.
+    #[inline]
     pub fn iter(&self) -> AttrsIter<'_> {
         match self {
             Attrs::Small(v) => AttrsIter::Small(v.iter()),
             Attrs::Large(m) => AttrsIter::Large(m.iter()),
+            Attrs::Layered(l) => l.iter(),
         }
     }
 
@@ -308,6 +380,7 @@ impl Attrs {
     }
 
     fn insert_entry(&mut self, k: Sym, val: Value, pos: AttrPos) {
+        self.unlayer();
         match self {
             Attrs::Small(v) => match v.binary_search_by(|(n, _, _)| n.cmp(&k)) {
                 Ok(i) => v[i] = (k, val, pos),
@@ -325,10 +398,12 @@ impl Attrs {
             Attrs::Large(m) => {
                 m.insert(k, (val, pos));
             }
+            Attrs::Layered(_) => unreachable!("unlayered above"),
         }
     }
 
     pub fn remove(&mut self, k: &str) {
+        self.unlayer();
         match self {
             Attrs::Small(v) => {
                 if let Ok(i) = v.binary_search_by(|(n, _, _)| n.as_str().cmp(k)) {
@@ -338,11 +413,132 @@ impl Attrs {
             Attrs::Large(m) => {
                 m.remove(k);
             }
+            Attrs::Layered(_) => unreachable!("unlayered above"),
+        }
+    }
+
+    /// Replaces a layered set by its merged form, for a change in place.
+    fn unlayer(&mut self) {
+        if let Attrs::Layered(_) = self {
+            let merged = Rc::new(std::mem::take(self)).merged();
+            *self = Rc::try_unwrap(merged).unwrap_or_else(|rc| (*rc).clone());
+        }
+    }
+
+    /// A layer of `top` (sorted, not empty) over `base`.
+    fn layered(base: Rc<Attrs>, top: Vec<Entry>) -> Attrs {
+        debug_assert!(!top.is_empty() && top.windows(2).all(|w| w[0].0 < w[1].0));
+        Attrs::Layered(Box::new(Layer {
+            base,
+            top: top.into_boxed_slice(),
+            len: Cell::new(usize::MAX),
+            merged: OnceCell::new(),
+        }))
+    }
+
+    /// The set itself, or a layered set merged into one: a persistent map
+    /// when its bottom set is one (shared, the tops inserted), otherwise a
+    /// vector up to [`SMALL_MAX`] entries and a map past it.
+    fn merged(self: &Rc<Self>) -> Rc<Attrs> {
+        let Attrs::Layered(l) = &**self else {
+            return self.clone();
+        };
+        l.merged
+            .get_or_init(|| {
+                if self.is_map() {
+                    return Rc::new(Attrs::Large(self.to_map()));
+                }
+                let v: Vec<Entry> = self
+                    .iter()
+                    .entries()
+                    .map(|(k, x, p)| (*k, x.clone(), p))
+                    .collect();
+                Rc::new(if v.len() <= SMALL_MAX {
+                    Attrs::Small(v)
+                } else {
+                    Attrs::persistent(v)
+                })
+            })
+            .clone()
+    }
+
+    /// The entries as a persistent map: shared when the set is one, the tops
+    /// of a layered set inserted over its bottom set's map.
+    fn to_map(&self) -> OrdMap<Sym, (Value, AttrPos)> {
+        match self {
+            Attrs::Small(v) => v.iter().map(|(k, x, p)| (*k, (x.clone(), *p))).collect(),
+            Attrs::Large(m) => m.clone(),
+            Attrs::Layered(l) => match l.merged.get() {
+                Some(merged) => merged.to_map(),
+                None => {
+                    let mut m = l.base.to_map();
+                    for (k, x, p) in l.top.iter() {
+                        m.insert(*k, (x.clone(), *p));
+                    }
+                    m
+                }
+            },
         }
     }
 
     /// `self // other`: the entries of both, `other` winning on conflicts.
+    ///
+    /// An update much smaller than `self` is layered over it ([`Attrs::Layered`]):
+    /// one of at most [`LAYER_TOP_MAX`] entries joins the top of `self`'s
+    /// layer when it fits, or makes a layer over a set of at least
+    /// [`LAYER_BASE_MIN`]; a bigger one makes a layer over a set
+    /// [`LAYER_RATIO`] times its size. Everything else is merged: two small
+    /// vectors into one, otherwise the smaller side inserted into the bigger
+    /// side's persistent map (a layered operand merged first).
     pub fn update(self: &Rc<Self>, other: &Rc<Self>) -> Rc<Attrs> {
+        if other.is_empty() {
+            return self.clone();
+        }
+        if self.is_empty() {
+            return other.clone();
+        }
+        if let Some(layered) = self.layer_over(other) {
+            return Rc::new(layered);
+        }
+        match (&**self, &**other) {
+            (Attrs::Layered(_), _) | (_, Attrs::Layered(_)) => self.merged().merge(&other.merged()),
+            _ => self.merge(other),
+        }
+    }
+
+    /// `self // other` as a layer, when `other` is small enough for one.
+    fn layer_over(self: &Rc<Self>, other: &Rc<Self>) -> Option<Attrs> {
+        let k = other.len_at_least();
+        let top: Vec<Entry> = match &**other {
+            Attrs::Small(t) if k <= LAYER_TOP_MAX => {
+                if let Attrs::Layered(l) = &**self {
+                    if l.top.len() <= LAYER_TOP_MAX && merged_len(&l.top, t) <= LAYER_TOP_MAX {
+                        return Some(Attrs::layered(l.base.clone(), merge_sorted(&l.top, t)));
+                    }
+                }
+                if self.len_at_least() < LAYER_BASE_MIN {
+                    return None;
+                }
+                t.clone()
+            }
+            _ if k > LAYER_TOP_MAX && self.len_at_least() >= k.saturating_mul(LAYER_RATIO) => other
+                .iter()
+                .entries()
+                .map(|(n, x, p)| (*n, x.clone(), p))
+                .collect(),
+            _ => return None,
+        };
+        // At the deepest, the layer goes over the set merged (kept in it).
+        let base = if self.depth() < LAYER_DEPTH_MAX {
+            self.clone()
+        } else {
+            self.merged()
+        };
+        Some(Attrs::layered(base, top))
+    }
+
+    /// `self // other` merged into one set; neither is layered.
+    fn merge(self: &Rc<Self>, other: &Rc<Self>) -> Rc<Attrs> {
         if other.is_empty() {
             return self.clone();
         }
@@ -351,27 +547,7 @@ impl Attrs {
         }
         match (&**self, &**other) {
             (Attrs::Small(a), Attrs::Small(b)) => {
-                let mut out = Vec::with_capacity(merged_len(a, b));
-                let (mut i, mut j) = (0, 0);
-                while i < a.len() && j < b.len() {
-                    match a[i].0.cmp(&b[j].0) {
-                        std::cmp::Ordering::Less => {
-                            out.push(a[i].clone());
-                            i += 1;
-                        }
-                        std::cmp::Ordering::Greater => {
-                            out.push(b[j].clone());
-                            j += 1;
-                        }
-                        std::cmp::Ordering::Equal => {
-                            out.push(b[j].clone());
-                            i += 1;
-                            j += 1;
-                        }
-                    }
-                }
-                out.extend_from_slice(&a[i..]);
-                out.extend_from_slice(&b[j..]);
+                let out = merge_sorted(a, b);
                 if out.len() <= SMALL_MAX {
                     Rc::new(Attrs::Small(out))
                 } else {
@@ -401,6 +577,9 @@ impl Attrs {
                 }
                 Rc::new(Attrs::Large(m))
             }
+            (Attrs::Layered(_), _) | (_, Attrs::Layered(_)) => {
+                unreachable!("layered sets are merged before")
+            }
         }
     }
 
@@ -408,6 +587,56 @@ impl Attrs {
     pub fn ptr(self: &Rc<Self>) -> usize {
         Rc::as_ptr(self) as *const u8 as usize
     }
+}
+
+/// The entry named `k` in sorted entries: a scan of a few by address, a
+/// binary search of more.
+#[inline]
+fn find_sym(v: &[Entry], k: Sym) -> Option<&Entry> {
+    if v.len() <= 8 {
+        v.iter().find(|(n, _, _)| *n == k)
+    } else {
+        v.binary_search_by(|(n, _, _)| n.cmp(&k))
+            .ok()
+            .map(|i| &v[i])
+    }
+}
+
+/// The entry named `k` in sorted entries, compared by bytes.
+fn find_str<'v>(v: &'v [Entry], k: &str) -> Option<&'v Entry> {
+    if v.len() <= 8 {
+        v.iter().find(|(n, _, _)| same_name(n.as_str(), k))
+    } else {
+        v.binary_search_by(|(n, _, _)| name_cmp(n.as_str(), k))
+            .ok()
+            .map(|i| &v[i])
+    }
+}
+
+/// The union of two sorted entry lists, `b` winning on equal names.
+fn merge_sorted(a: &[Entry], b: &[Entry]) -> Vec<Entry> {
+    let mut out = Vec::with_capacity(merged_len(a, b));
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].0.cmp(&b[j].0) {
+            std::cmp::Ordering::Less => {
+                out.push(a[i].clone());
+                i += 1;
+            }
+            std::cmp::Ordering::Greater => {
+                out.push(b[j].clone());
+                j += 1;
+            }
+            std::cmp::Ordering::Equal => {
+                out.push(b[j].clone());
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    out.extend_from_slice(&a[i..]);
+    out.extend_from_slice(&b[j..]);
+    out
 }
 
 /// The number of distinct names in two sorted entry lists: the exact size of
@@ -432,6 +661,7 @@ fn merged_len(a: &[Entry], b: &[Entry]) -> usize {
 pub enum AttrsIter<'a> {
     Small(std::slice::Iter<'a, Entry>),
     Large(imbl::ordmap::Iter<'a, Sym, (Value, AttrPos), RcK>),
+    Layered(Box<Merge<'a>>),
 }
 
 impl<'a> AttrsIter<'a> {
@@ -445,6 +675,7 @@ impl<'a> AttrsIter<'a> {
         match self {
             AttrsIter::Small(i) => i.next().map(|(k, v, p)| (k, v, *p)),
             AttrsIter::Large(i) => i.next().map(|(k, (v, p))| (k, v, *p)),
+            AttrsIter::Layered(m) => m.next_pos(),
         }
     }
 }
@@ -467,168 +698,4 @@ impl<'a> Iterator for AttrsPosIter<'a> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn set(keys: &[(&str, i64)]) -> Rc<Attrs> {
-        Rc::new(Attrs::from_unsorted(
-            keys.iter()
-                .map(|(k, v)| (Sym::new(k), Value::Int(*v)))
-                .collect(),
-        ))
-    }
-
-    fn ints(a: &Attrs) -> Vec<(String, i64)> {
-        a.iter()
-            .map(|(k, v)| match v {
-                Value::Int(i) => (k.to_string(), *i),
-                _ => unreachable!(),
-            })
-            .collect()
-    }
-
-    /// A set built whole stays a vector up to BUILT_MAX entries; `//` makes a
-    /// persistent map of anything past SMALL_MAX, and the entries are the same
-    /// either way.
-    #[test]
-    fn built_sets_are_vectors_and_updates_past_small_max_are_maps() {
-        let keys: Vec<String> = (0..100).map(|i| format!("k{i:03}")).collect();
-        let pairs: Vec<(&str, i64)> = keys.iter().map(|k| (k.as_str(), 1)).collect();
-        let built = set(&pairs);
-        assert!(matches!(*built, Attrs::Small(_)));
-        let big = set(&(0..BUILT_MAX + 1)
-            .map(|i| (Box::leak(format!("b{i:04}").into_boxed_str()) as &str, 1))
-            .collect::<Vec<_>>());
-        assert!(matches!(*big, Attrs::Large(_)));
-        let updated = built.update(&set(&[("k000", 2), ("new", 3)]));
-        assert!(matches!(*updated, Attrs::Large(_)));
-        let mut want = ints(&built);
-        want[0].1 = 2;
-        want.push(("new".to_string(), 3));
-        want.sort();
-        assert_eq!(ints(&updated), want);
-        let small = set(&[("a", 1)]).update(&set(&[("b", 2)]));
-        assert!(matches!(*small, Attrs::Small(_)));
-    }
-
-    /// A lookup by symbol (the evaluator's) and by string (builtins') find
-    /// the same entries in each representation: the linear scan of a small
-    /// set, its binary search, and the B-tree.
-    #[test]
-    fn lookups_by_symbol_and_by_string_agree() {
-        for n in [3usize, 20, 100, 300] {
-            let names: Vec<String> = (0..n).map(|i| format!("attr-{}", i * 7 % n)).collect();
-            let a = set(&names
-                .iter()
-                .enumerate()
-                .map(|(i, k)| (k.as_str(), i as i64))
-                .collect::<Vec<_>>());
-            assert_eq!(matches!(*a, Attrs::Large(_)), n > BUILT_MAX, "{n}");
-            for (i, k) in names.iter().enumerate() {
-                let by_sym = a.get(Sym::new(k));
-                let by_str = a.get(k.as_str());
-                assert!(
-                    matches!(by_sym, Some(Value::Int(x)) if *x == i as i64),
-                    "{k}"
-                );
-                assert!(
-                    matches!(by_str, Some(Value::Int(x)) if *x == i as i64),
-                    "{k}"
-                );
-            }
-            for missing in ["attr-", "attr-1000", "", "zzz"] {
-                assert!(a.get(Sym::new(missing)).is_none(), "{missing}");
-                assert!(a.get(missing).is_none(), "{missing}");
-            }
-        }
-    }
-
-    /// The 8-byte form keeps file and start, and the length up to 255; a
-    /// file index past 24 bits is not kept; the default is "no position".
-    #[test]
-    fn attr_positions_round_trip_within_their_bounds() {
-        use crate::syntax::ast::Span;
-        let pos = |file, start, end| Pos {
-            file,
-            span: Span { start, end },
-        };
-        for p in [
-            pos(0, 0, 0),
-            pos(1, 0, 1),
-            pos(7, 1234, 1250),
-            pos((1 << 24) - 1, u32::MAX - 255, u32::MAX),
-            pos(3, 10, 265),
-        ] {
-            assert_eq!(AttrPos::from(p).to_pos(), p);
-        }
-        assert_eq!(AttrPos::from(pos(3, 10, 266)).to_pos(), pos(3, 10, 265));
-        assert_eq!(AttrPos::from(pos(1 << 24, 5, 9)), AttrPos::NONE);
-        assert_eq!(AttrPos::from(Pos::default()), AttrPos::NONE);
-        assert_eq!(AttrPos::NONE.to_pos(), Pos::default());
-        assert_eq!(std::mem::size_of::<Entry>(), 32);
-
-        let mut a = Attrs::new();
-        a.insert_pos(Sym::new("x"), Value::Int(1), pos(2, 40, 45));
-        a.insert(Sym::new("y"), Value::Int(2));
-        assert_eq!(a.get_pos("x"), Some(pos(2, 40, 45)));
-        assert_eq!(a.get_pos("y"), None);
-        let kept: Vec<_> = a.iter_pos().map(|(k, _, p)| (k.to_string(), p)).collect();
-        assert_eq!(
-            kept,
-            [
-                ("x".to_string(), pos(2, 40, 45)),
-                ("y".into(), Pos::default())
-            ]
-        );
-    }
-
-    #[test]
-    fn merged_len_counts_each_name_once() {
-        let entries = |names: &[&str]| match Attrs::from_unsorted(
-            names.iter().map(|n| (Sym::new(n), Value::Null)).collect(),
-        ) {
-            Attrs::Small(v) => v,
-            Attrs::Large(_) => unreachable!(),
-        };
-        let cases: [(&[&str], &[&str], usize); 5] = [
-            (&[], &[], 0),
-            (&["a"], &[], 1),
-            (&["a", "b", "c"], &["b", "d"], 4),
-            (&["a", "b"], &["a", "b"], 2),
-            (&["x1", "x2", "x3"], &["a", "x2", "z"], 5),
-        ];
-        for (a, b, n) in cases {
-            assert_eq!(merged_len(&entries(a), &entries(b)), n, "{a:?} {b:?}");
-            assert_eq!(merged_len(&entries(b), &entries(a)), n, "{b:?} {a:?}");
-            let u = Rc::new(Attrs::Small(entries(a))).update(&Rc::new(Attrs::Small(entries(b))));
-            assert_eq!(u.len(), n);
-        }
-    }
-
-    #[test]
-    fn sorted_and_last_wins() {
-        let a = set(&[("b", 1), ("a", 2), ("b", 3)]);
-        assert_eq!(ints(&a), vec![("a".into(), 2), ("b".into(), 3)]);
-    }
-
-    #[test]
-    fn update_small_and_large_agree() {
-        let big: Vec<(String, i64)> = (0..300).map(|i| (format!("k{i:03}"), i)).collect();
-        let big = set(&big
-            .iter()
-            .map(|(k, v)| (k.as_str(), *v))
-            .collect::<Vec<_>>());
-        assert!(matches!(*big, Attrs::Large(_)));
-        let small = set(&[("k005", -5), ("zz", 7)]);
-        let u = big.update(&small);
-        assert_eq!(u.len(), 301);
-        assert!(matches!(u.get("k005"), Some(Value::Int(-5))));
-        let u2 = small.update(&big);
-        assert!(matches!(u2.get("k005"), Some(Value::Int(5))));
-        assert!(matches!(u2.get("zz"), Some(Value::Int(7))));
-        let keys: Vec<_> = u2.keys().cloned().collect();
-        let mut sorted = keys.clone();
-        sorted.sort();
-        assert_eq!(keys, sorted);
-    }
-}
+mod tests;
