@@ -58,30 +58,39 @@ pub(crate) static BUILTINS: &[PrimOp] = &[
     op("isNull", 1, is_null).doc(
         "e",
         "Return true if e evaluates to null, and false otherwise (equivalent to e == null).",
-    ),
+    )
+    .tests(Type::Null),
     op("isInt", 1, is_int).doc(
         "e",
         "Return true if e evaluates to an integer, and false otherwise.",
-    ),
+    )
+    .tests(Type::Int),
     op("isFloat", 1, is_float).doc(
         "e",
         "Return true if e evaluates to a float, and false otherwise.",
-    ),
-    op("isBool", 1, is_bool).doc("e", "Return true if e evaluates to a bool, and false otherwise."),
+    )
+    .tests(Type::Float),
+    op("isBool", 1, is_bool).doc("e", "Return true if e evaluates to a bool, and false otherwise.")
+    .tests(Type::Bool),
     op("isString", 1, is_string).doc(
         "e",
         "Return true if e evaluates to a string, and false otherwise.",
-    ),
-    op("isPath", 1, is_path).doc("e", "Return true if e evaluates to a path, and false otherwise."),
-    op("isList", 1, is_list).doc("e", "Return true if e evaluates to a list, and false otherwise."),
+    )
+    .tests(Type::String),
+    op("isPath", 1, is_path).doc("e", "Return true if e evaluates to a path, and false otherwise.")
+    .tests(Type::Path),
+    op("isList", 1, is_list).doc("e", "Return true if e evaluates to a list, and false otherwise.")
+    .tests(Type::List),
     op("isAttrs", 1, is_attrs).doc(
         "e",
         "Return true if e evaluates to a set, and false otherwise.",
-    ),
+    )
+    .tests(Type::Set),
     op("isFunction", 1, is_function).doc(
         "e",
         "Return true if e evaluates to a function, and false otherwise.",
-    ),
+    )
+    .tests(Type::Lambda),
     op("functionArgs", 1, function_args).doc(
         "f",
         "Return a set containing the names of the formal arguments expected by the function f, each mapped to whether it has a default value.",

@@ -152,6 +152,7 @@ pub(crate) const fn op(name: &'static str, arity: usize, f: crate::value::PrimOp
         f,
         args: "",
         doc: "",
+        tests: None,
     }
 }
 
@@ -161,6 +162,15 @@ impl PrimOp {
     /// comment (a test checks both).
     pub(crate) const fn doc(self, args: &'static str, doc: &'static str) -> PrimOp {
         PrimOp { args, doc, ..self }
+    }
+
+    /// Marks a predicate of arity 1 true exactly of the values of type `t`
+    /// (see [`PrimOp::tests`]).
+    pub(crate) const fn tests(self, t: crate::value::Type) -> PrimOp {
+        PrimOp {
+            tests: Some(t),
+            ..self
+        }
     }
 }
 

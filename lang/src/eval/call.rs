@@ -70,6 +70,20 @@ impl Evaluator {
                     self.recycle_scope(scope);
                     f = at(r)?;
                 }
+                Value::PrimOp(app) if app.op.tests.is_some() && app.args.is_empty() => {
+                    // A type predicate: answered here, as `f` would answer it.
+                    let (op, t) = (app.op, app.op.tests);
+                    let a = arg(self, i);
+                    i += 1;
+                    let r = match &a {
+                        Value::Thunk(_) => {
+                            self.force(&a).map(|v| Value::bool(Some(v.type_()) == t))
+                        }
+                        v => Ok(Value::bool(Some(v.type_()) == t)),
+                    };
+                    a.discard();
+                    f = at(r.builtin_frame(op.name))?;
+                }
                 Value::PrimOp(app) if app.args.len() + (n - i) >= app.op.arity => {
                     let need = app.op.arity - app.args.len();
                     let mut v = Args::new();

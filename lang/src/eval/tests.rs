@@ -464,3 +464,49 @@ fn layered_updates_read_as_merged_sets() {
     let cases: Vec<(&str, &str)> = cases.iter().map(|(e, w)| (e.as_str(), *w)).collect();
     ok_all(&cases);
 }
+
+/// A type predicate called with its argument is answered where it is called
+/// (`PrimOp::tests`); passed as a value (`map builtins.isInt`) it runs its
+/// function. Both give Nix 2.8's answer for a value of every type, evaluated
+/// or not, and a failing argument keeps the builtin's frame.
+#[test]
+fn type_predicates_answer_alike_inline_and_through_their_function() {
+    use super::testing::{fails, ok};
+    let vals = "[ null 1 1.5 true \"s\" ./. [ ] { } (x: x) builtins.map (1 + 1) ]";
+    for (p, true_at) in [
+        ("isNull", &[0][..]),
+        ("isInt", &[1, 10]),
+        ("isFloat", &[2]),
+        ("isBool", &[3]),
+        ("isString", &[4]),
+        ("isPath", &[5]),
+        ("isList", &[6]),
+        ("isAttrs", &[7]),
+        ("isFunction", &[8, 9]),
+    ] {
+        let want: Vec<&str> = (0..11)
+            .map(|i| {
+                if true_at.contains(&i) {
+                    "true"
+                } else {
+                    "false"
+                }
+            })
+            .collect();
+        let want = format!("[ {} ]", want.join(" "));
+        let inline = format!("let vs = {vals}; in map (v: builtins.{p} v) vs");
+        let through = format!("let vs = {vals}; in map builtins.{p} vs");
+        assert_eq!(ok(&inline), want, "{p} inline");
+        assert_eq!(ok(&through), want, "{p} through its function");
+    }
+    // The frame ("while calling the 'isInt' builtin") is there, hidden
+    // without --show-trace.
+    fails(
+        "builtins.isInt (throw \"boom\")",
+        "error: boom\n       at «string»:1:17:",
+    );
+    fails(
+        "builtins.isInt (throw \"boom\")",
+        "show 1 more frame of context",
+    );
+}

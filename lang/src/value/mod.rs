@@ -306,6 +306,11 @@ pub struct PrimOp {
     pub args: &'static str,
     /// One line in Nix's words: what the builtin does.
     pub doc: &'static str,
+    /// For the type predicates (`isInt`, `isAttrs`, …): the type they test.
+    /// A call with the argument at hand is then answered where it is made
+    /// (`Evaluator::apply_args`), without the argument vector and the call
+    /// through `f`; `f` gives the same answer.
+    pub tests: Option<Type>,
 }
 
 /// A builtin applied to fewer arguments than its arity (or to none yet).
