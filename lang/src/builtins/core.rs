@@ -219,17 +219,13 @@ fn add_error_context(ev: &mut Evaluator, a: Args) -> RResult<Value> {
 
 /// Return a string representing the type of the value e: int, bool, string, path, null, set, list, lambda or float.
 fn type_of(ev: &mut Evaluator, a: Args) -> RResult<Value> {
-    let v = ev.force(&a[0])?;
-    Ok(Value::str(v.type_().type_of()))
+    Ok(Value::str(ev.forced_type(&a[0])?.type_of()))
 }
 
+/// The type predicates' function (`isInt`, …), for a call that passes one as
+/// a value; a direct call is answered by the caller (`PrimOp::tests`).
 fn is_type(ev: &mut Evaluator, a: Args, t: Type) -> RResult<Value> {
-    // The type of an evaluated argument is read where it is, not from a clone.
-    let found = match &a[0] {
-        Value::Thunk(_) => ev.force(&a[0])?.type_(),
-        v => v.type_(),
-    };
-    Ok(Value::bool(found == t))
+    Ok(Value::bool(ev.forced_type(&a[0])? == t))
 }
 
 /// Return true if e evaluates to null, and false otherwise (equivalent to e == null).

@@ -72,15 +72,12 @@ impl Evaluator {
                 }
                 Value::PrimOp(app) if app.op.tests.is_some() && app.args.is_empty() => {
                     // A type predicate: answered here, as `f` would answer it.
-                    let (op, t) = (app.op, app.op.tests);
+                    let op = app.op;
                     let a = arg(self, i);
                     i += 1;
-                    let r = match &a {
-                        Value::Thunk(_) => {
-                            self.force(&a).map(|v| Value::bool(Some(v.type_()) == t))
-                        }
-                        v => Ok(Value::bool(Some(v.type_()) == t)),
-                    };
+                    let r = self
+                        .forced_type(&a)
+                        .map(|found| Value::bool(Some(found) == op.tests));
                     a.discard();
                     f = at(r.builtin_frame(op.name))?;
                 }

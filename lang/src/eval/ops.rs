@@ -17,7 +17,7 @@ use super::ir::{Env, Ir, Pos};
 use super::raised::{raise, RResult, Raised};
 use super::Evaluator;
 use crate::syntax::ast::BinaryOp;
-use crate::value::{print, Attrs, Context, ContextElem, NixString, Value};
+use crate::value::{print, Attrs, Context, ContextElem, NixString, Type, Value};
 
 /// How far a coercion to string may go.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -622,6 +622,14 @@ impl Evaluator {
         match self.force(v)? {
             Value::String(s) => Ok(s),
             o => raise(self.type_error("a string", &o)),
+        }
+    }
+    /// The type of `v`, forced: `typeOf` and the type predicates. An
+    /// evaluated value's type is read where it is, not from a clone.
+    pub fn forced_type(&mut self, v: &Value) -> RResult<Type> {
+        match v {
+            Value::Thunk(_) => Ok(self.force(v)?.type_()),
+            v => Ok(v.type_()),
         }
     }
     pub fn expect_attrs(&mut self, v: &Value) -> RResult<Rc<Attrs>> {

@@ -453,11 +453,7 @@ impl Attrs {
                     .entries()
                     .map(|(k, x, p)| (*k, x.clone(), p))
                     .collect();
-                Rc::new(if v.len() <= SMALL_MAX {
-                    Attrs::Small(v)
-                } else {
-                    Attrs::persistent(v)
-                })
+                Rc::new(Attrs::merged_from(v))
             })
             .clone()
     }
@@ -500,9 +496,16 @@ impl Attrs {
         if let Some(layered) = self.layer_over(other) {
             return Rc::new(layered);
         }
-        match (&**self, &**other) {
-            (Attrs::Layered(_), _) | (_, Attrs::Layered(_)) => self.merged().merge(&other.merged()),
-            _ => self.merge(other),
+        self.merged().merge(&other.merged())
+    }
+
+    /// The sorted entries a merging `//` made: a vector up to [`SMALL_MAX`]
+    /// entries, a persistent map past it.
+    fn merged_from(v: Vec<Entry>) -> Attrs {
+        if v.len() <= SMALL_MAX {
+            Attrs::Small(v)
+        } else {
+            Attrs::persistent(v)
         }
     }
 
@@ -537,23 +540,11 @@ impl Attrs {
         Some(Attrs::layered(base, top))
     }
 
-    /// `self // other` merged into one set; neither is layered.
+    /// `self // other` merged into one set; neither is layered or empty
+    /// ([`Self::update`] has seen to both).
     fn merge(self: &Rc<Self>, other: &Rc<Self>) -> Rc<Attrs> {
-        if other.is_empty() {
-            return self.clone();
-        }
-        if self.is_empty() {
-            return other.clone();
-        }
         match (&**self, &**other) {
-            (Attrs::Small(a), Attrs::Small(b)) => {
-                let out = merge_sorted(a, b);
-                if out.len() <= SMALL_MAX {
-                    Rc::new(Attrs::Small(out))
-                } else {
-                    Rc::new(Attrs::persistent(out))
-                }
-            }
+            (Attrs::Small(a), Attrs::Small(b)) => Rc::new(Attrs::merged_from(merge_sorted(a, b))),
             (Attrs::Large(a), _) if other.len() <= a.len() => {
                 let mut m = a.clone();
                 for (k, v, p) in other.iter().entries() {
