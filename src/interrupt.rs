@@ -8,7 +8,7 @@
 //!
 //! Nothing else is needed to leave no process behind: every sandboxed build's init
 //! holds `PR_SET_PDEATHSIG` (re-armed after it changes user), so builds die with
-//! this process, and build locks are `flock`s the kernel releases. Build directories
+//! this process (or with the zygote that made them, which holds it too), and build locks are `flock`s the kernel releases. Build directories
 //! left behind are removed by the next build (`realise::job::remove_stale`).
 //!
 //! Must not: run for `rocmx repl` (its line editor handles Ctrl-C itself) or `rocmx

@@ -117,6 +117,19 @@ const WORKER_STACK: usize = 1 << 30;
 
 fn main() {
     let cli = Cli::parse();
+    // Commands that may run sandboxed builds: the zygote that makes their sandboxes is
+    // forked now, while this process is small and has no other thread (see
+    // `rocmx_builder::sandbox::zygote`).
+    if matches!(
+        cli.command,
+        Command::Build(_)
+            | Command::BuildRemote(_)
+            | Command::Challenge(_)
+            | Command::Verify(_)
+            | Command::Repl(_)
+    ) {
+        rocmx_builder::sandbox::zygote::start();
+    }
     if let Err(e) = config::set_command_line(cli.option.clone()) {
         eprintln!("error: {e}");
         std::process::exit(1);

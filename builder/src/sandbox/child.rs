@@ -4,20 +4,21 @@
 //!
 //! ```text
 //! rocmx (parent) ── clone(CLONE_NEWUSER|CLONE_NEWNS|CLONE_NEWPID|CLONE_NEWUTS|
-//!                         CLONE_NEWIPC[|CLONE_NEWNET]) ─▶ init (pid 1 of the new pid ns)
-//!     the parent writes init's id maps and lets it go on; init makes the mounts,
+//!   or its zygote         CLONE_NEWIPC[|CLONE_NEWNET]) ─▶ init (pid 1 of the new pid ns)
+//!     rocmx writes init's id maps and lets it go on; init makes the mounts,
 //!     pivot_root, hostname, drops capabilities
 //!        └── clone(CLONE_VM|CLONE_VFORK) ─▶ builder (pid 2): execve
 //! ```
 //!
-//! Two processes, and one copy of the caller's page tables (init's): the builder shares
-//! init's memory until its `execve`, like `posix_spawn` (init is single-threaded and
-//! suspended meanwhile).
+//! The builder shares init's memory until its `execve`, like `posix_spawn` (init is
+//! single-threaded and suspended meanwhile).
 //!
-//! The parent may be multi-threaded, and init is created by a raw `clone`, which (unlike
-//! glibc's `fork`) runs no atfork handlers and resets none of glibc's locks: everything
-//! here sticks to raw syscalls on data the parent prepared ([`Prepared`]): no allocation,
-//! no locks, no `std::io`. The one exception is the `caps` crate, whose *error* paths
+//! Cloned by rocmx itself ([`spawn_init`]), init is a copy of a multi-threaded process,
+//! made by a raw `clone`, which (unlike glibc's `fork`) runs no atfork handlers and
+//! resets none of glibc's locks: everything here sticks to raw syscalls on data the
+//! parent prepared ([`Prepared`]): no allocation, no locks, no `std::io`. (An init made
+//! by the zygote, a single-threaded process, decodes its `Prepared` before it calls
+//! [`init`]; from there on it runs the same code.) The one exception is the `caps` crate, whose *error* paths
 //! format a `String` (its success paths are plain prctl/capget/capset calls). Failures are
 //! reported to the parent as records on the status pipe ([`super::protocol`]) and end the
 //! process with `_exit`.
@@ -131,7 +132,7 @@ fn send(fd: RawFd, rec: &mut RecordBuf) {
 }
 
 /// Reports a failed step and exits.
-fn fail(fd: RawFd, step: Step, err: Errno, what: &[&[u8]]) -> ! {
+pub(super) fn fail(fd: RawFd, step: Step, err: Errno, what: &[&[u8]]) -> ! {
     let mut rec = RecordBuf::new(TAG_ERROR, step as u8, err as i32);
     for part in what {
         rec.push(part);
@@ -140,13 +141,13 @@ fn fail(fd: RawFd, step: Step, err: Errno, what: &[&[u8]]) -> ! {
     exit(1)
 }
 
-fn exit(code: i32) -> ! {
+pub(super) fn exit(code: i32) -> ! {
     // SAFETY: `_exit` is async-signal-safe and skips atexit handlers and stdio flushing,
     // which belong to the parent's copy of the process.
     unsafe { libc::_exit(code) }
 }
 
-fn close(fd: RawFd) {
+pub(super) fn close(fd: RawFd) {
     // SAFETY: closing a descriptor this process owns (a copy inherited through clone).
     unsafe { libc::close(fd) };
 }
@@ -157,7 +158,7 @@ fn close(fd: RawFd) {
 /// hold, for the whole build, every descriptor the (multi-threaded) parent had open at
 /// `clone` time — among them files other threads were writing, which then could not be
 /// executed (`ETXTBSY`). At most 7 descriptors are kept.
-fn close_all_but(keep: &[RawFd]) {
+pub(super) fn close_all_but(keep: &[RawFd]) {
     let mut from: u32 = 3;
     let mut ranges = [(0u32, 0u32); 8];
     let mut n = 0;
@@ -303,7 +304,7 @@ fn drop_privileges(p: &Prepared) -> Result<(), (&'static [u8], Errno)> {
 }
 
 /// pid 1 of the new pid namespace: assembles the root, becomes the build user's init.
-fn init(p: &Prepared) -> ! {
+pub(super) fn init(p: &Prepared) -> ! {
     let mut keep = [p.log_write, p.status_write, p.devnull, p.go_read, p.staging];
     keep.sort_unstable();
     close_all_but(&keep);

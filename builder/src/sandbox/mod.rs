@@ -99,11 +99,13 @@
 //!
 //! # Processes
 //!
-//! `run` clones the sandbox's pid 1 (an init that reaps orphans) straight into the new
-//! namespaces, writes its id maps from outside and lets it go on; init assembles the root
-//! and starts the builder (pid 2) the way `posix_spawn` does, sharing its memory until
-//! `execve`. So the caller's page tables are copied once per build, for init (see
-//! `child.rs`). When the builder exits, pid 1 kills and reaps everything left in the pid
+//! The sandbox's pid 1 (an init that reaps orphans) starts straight in the new
+//! namespaces: made ahead by the zygote (module `zygote`), a small process the binary
+//! forks at startup, which sends init the prepared sandbox; or, without a zygote, cloned
+//! by `run` itself, with a copy of the caller's page tables. `run` writes its id maps
+//! from outside and lets it go on; init assembles the root and starts the builder (pid
+//! 2) the way `posix_spawn` does, sharing its memory until `execve` (see `child.rs`).
+//! When the builder exits, pid 1 kills and reaps everything left in the pid
 //! namespace, reports the builder's status and exits. The parent moves the outputs as
 //! soon as it has that status (init is alone then) and reaps init on a thread of its
 //! own: the kernel tears down init's namespaces before the reap returns (5–10 ms,
@@ -130,7 +132,8 @@
 //!
 //! # What the builder can still see
 //!
-//! `/proc/1/cmdline` (the sandbox's init is a clone of the caller) shows the caller's
+//! `/proc/1/cmdline` (the sandbox's init is a clone of the caller, or of the zygote,
+//! which is a fork of it) shows the caller's
 //! command line; its environment and memory are protected (init is not dumpable). The
 //! kernel's own view (`uname`, `/proc/cpuinfo`, `/proc/meminfo`...) is the host's, read
 //! only: `/proc/sys`, `/proc/sysrq-trigger`, `/proc/irq`, `/proc/bus` and `/proc/fs` are
@@ -177,8 +180,7 @@ use nix::errno::Errno;
 use nix::fcntl::OFlag;
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 use nix::sched::CloneFlags;
-use nix::sys::signal::{kill, Signal};
-use nix::sys::wait::waitpid;
+use nix::sys::signal::Signal;
 
 mod child;
 mod disk;
@@ -190,6 +192,8 @@ mod spec;
 mod staging;
 mod userns;
 pub mod variant;
+mod wire;
+pub mod zygote;
 
 use disk::DiskWatch;
 use protocol::Step;
@@ -319,6 +323,21 @@ fn absolute(p: &Path) -> Result<PathBuf, SandboxError> {
         .join(p))
 }
 
+/// The namespaces a sandbox's init is cloned into: new user, mount, pid, uts and ipc
+/// namespaces, and a network namespace unless the build has the host's `network`.
+fn clone_flags(network: bool) -> CloneFlags {
+    let flags = CloneFlags::CLONE_NEWUSER
+        | CloneFlags::CLONE_NEWNS
+        | CloneFlags::CLONE_NEWPID
+        | CloneFlags::CLONE_NEWUTS
+        | CloneFlags::CLONE_NEWIPC;
+    if network {
+        flags
+    } else {
+        flags | CloneFlags::CLONE_NEWNET
+    }
+}
+
 /// What init was given, kept until init has been reaped (see [`run`]).
 struct AfterReap {
     _prepared: child::Prepared,
@@ -424,14 +443,7 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
         p
     };
 
-    let mut flags = CloneFlags::CLONE_NEWUSER
-        | CloneFlags::CLONE_NEWNS
-        | CloneFlags::CLONE_NEWPID
-        | CloneFlags::CLONE_NEWUTS
-        | CloneFlags::CLONE_NEWIPC;
-    if !spec.network {
-        flags |= CloneFlags::CLONE_NEWNET;
-    }
+    let flags = clone_flags(spec.network);
     // Read once per process: the kernel's last capability and the seccomp filter.
     static CAPS: std::sync::OnceLock<(u32, Vec<caps::Capability>)> = std::sync::OnceLock::new();
     static SECCOMP: std::sync::OnceLock<Vec<seccomp::SockFilter>> = std::sync::OnceLock::new();
@@ -497,8 +509,19 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
 
     // --- clone ---------------------------------------------------------------------------
     let start = Instant::now();
-    let init = match child::spawn_init(&prepared) {
-        Ok(pid) => pid,
+    let spawned = match zygote::spawn(&prepared) {
+        Some(Ok(init)) => Ok(init),
+        Some(Err(zygote::Failed::Clone(e))) => Err(e),
+        Some(Err(zygote::Failed::Link(e))) => {
+            return Err(SandboxError::Setup(
+                "handing the sandbox to rocmx's zygote process".into(),
+                e,
+            ))
+        }
+        None => child::spawn_init(&prepared).map(zygote::Init::child),
+    };
+    let init = match spawned {
+        Ok(init) => init,
         Err(e) => {
             let what = "clone(CLONE_NEWUSER|CLONE_NEWNS|CLONE_NEWPID|...)";
             if let Some(refused) = userns::refusal(Step::Unshare, e, what, &HostFacts::read()) {
@@ -514,9 +537,9 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
     drop(staging_fd);
     // init waits for its id maps: inside uid 1000 / gid 100 are the caller's.
     let (uid_map, gid_map) = identity::id_maps(own_ids, spec.host_ids, (variant.uid, variant.gid));
-    if let Err((what, e)) = identity::write_id_maps(init, clear_groups, &uid_map, &gid_map) {
-        let _ = kill(init, Signal::SIGKILL);
-        while let Err(Errno::EINTR) = waitpid(init, None) {}
+    if let Err((what, e)) = identity::write_id_maps(init.pid, clear_groups, &uid_map, &gid_map) {
+        init.kill();
+        init.reap();
         let errno = Errno::from_raw(e.raw_os_error().unwrap_or(0));
         if let Some(refused) = userns::refusal(Step::IdMaps, errno, &what, &HostFacts::read()) {
             return Err(refused);
@@ -525,8 +548,8 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
     }
     if let Some(h) = spec.host_ids {
         if let Err(e) = identity::hand_over(&[&build_dir, &staging.dir], h) {
-            let _ = kill(init, Signal::SIGKILL);
-            while let Err(Errno::EINTR) = waitpid(init, None) {}
+            init.kill();
+            init.reap();
             return Err(e);
         }
     }
@@ -547,9 +570,7 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
         .disk
         .map(|limit| DiskWatch::new(limit, vec![build_dir.clone(), out_dir.clone()]));
     // pid 1 dies, and with it the whole pid namespace; the pipes then close.
-    let kill_all = || {
-        let _ = kill(init, Signal::SIGKILL);
-    };
+    let kill_all = || init.kill();
     while log_open || st_open {
         let mut wait: Option<Duration> = None;
         if killed.is_none() {
@@ -597,7 +618,7 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
                 Ok(_) => {}
                 Err(e) => {
                     kill_all();
-                    let _ = waitpid(init, None);
+                    init.reap();
                     return Err(SandboxError::Setup("poll".into(), e.into()));
                 }
             }
@@ -650,7 +671,9 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
     let duration = start.elapsed();
     let records = protocol::parse(&status_data);
     let builder_ended = records.iter().any(protocol::Record::is_end);
-    let reap_init = move || while let Err(Errno::EINTR) = waitpid(init, None) {};
+    // Shared with the reaping thread (one that cannot be started gives its share back).
+    let init = Arc::new(init);
+    let reap_init = |init: &zygote::Init| init.reap();
     // Shared with the reaping thread, so that the lease outlives init whichever side
     // reaps it (a thread that cannot be started drops its share unused).
     let held = Arc::new(Mutex::new(spec.held_until_reaped.take()));
@@ -664,18 +687,19 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
         let plan = AfterReap {
             _prepared: prepared,
         };
+        let reaped = init.clone();
         let spawned = std::thread::Builder::new()
             .name("sandbox-reap".into())
             .spawn(move || {
-                reap_init();
+                reap_init(&reaped);
                 drop(held);
                 drop(plan);
             });
         if spawned.is_err() {
-            reap_init();
+            reap_init(&init);
         }
     } else {
-        reap_init();
+        reap_init(&init);
     }
     drop(held);
     let _ = spec.log.flush();
