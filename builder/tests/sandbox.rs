@@ -13,38 +13,22 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+mod support;
 
 use rocmx_builder::ids::{self, IdLease, IdRange};
 use rocmx_builder::sandbox::{
     self, plan, ExitStatus, HostIds, Limits, Outcome, SandboxError, SandboxSpec,
 };
+use support::log::SharedLog;
 
 /// Set (to a directory the current user owns) in the unprivileged re-run.
 const UNPRIV_DIR: &str = "ROCMX_SANDBOX_TEST_DIR";
 const BUSYBOX: &str = "/usr/bin/busybox";
 const BB: &str = "/rocmx/store/0a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d-busybox";
 const OUT: &str = "/rocmx/store/9z8y7x6w5v4u3t2s1r0q9p8o7n6m5l4k-probe";
-
-#[derive(Clone, Default)]
-struct SharedLog(Arc<Mutex<Vec<u8>>>);
-
-impl Write for SharedLog {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl SharedLog {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
 
 /// A temporary input (busybox as `bin/sh` and `bin/env`), build directory and output.
 struct Fixture {

@@ -9,13 +9,14 @@
 //! builds clone init themselves.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+mod support;
 
 use rocmx_builder::ids::{self, IdLease, IdRange};
 use rocmx_builder::sandbox::{self, zygote, ExitStatus, Limits, SandboxError, SandboxSpec};
+use support::log::SharedLog;
 
 const BUSYBOX: &str = "/usr/bin/busybox";
 const BB: &str = "/rocmx/store/0a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d-busybox";
@@ -27,19 +28,6 @@ const VIEW: &str = r#"
   ls /proc | grep -c '^[0-9]'; cut -d: -f1 /proc/net/dev | tail -n +3; ls -a /; ls /dev; ls -a /build
   cat /proc/1/comm; } > $out
 "#;
-
-#[derive(Clone, Default)]
-struct Log(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Log {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 struct Fixture {
     dir: tempfile::TempDir,
@@ -78,7 +66,7 @@ impl Fixture {
         let build = run.join("build");
         std::fs::create_dir_all(&build).unwrap();
         let out = run.join("out");
-        let log = Log::default();
+        let log = SharedLog::default();
         let mut env = BTreeMap::new();
         env.insert("out".to_string(), OUT.to_string());
         env.insert("PATH".to_string(), format!("{BB}/bin"));
@@ -104,7 +92,7 @@ impl Fixture {
             held_until_reaped: None,
         };
         let r = sandbox::run(spec).map(|o| o.status);
-        let text = String::from_utf8_lossy(&log.0.lock().unwrap()).into_owned();
+        let text = log.text();
         (out, r, text)
     }
 

@@ -98,6 +98,14 @@ pub(super) struct Prepared {
     pub uname26: bool,
 }
 
+/// The NULL-terminated array of pointers to `strings` that `execve` takes (`argv`,
+/// `envp`); it points into `strings`, which must outlive it.
+pub(super) fn pointers(strings: &[CString]) -> Vec<*const libc::c_char> {
+    let mut p: Vec<*const libc::c_char> = strings.iter().map(|c| c.as_ptr()).collect();
+    p.push(std::ptr::null());
+    p
+}
+
 /// The set of the first `n` CPUs this process may run on (all of them when it may
 /// run on fewer).
 pub(super) fn first_cpus(n: u32) -> libc::cpu_set_t {

@@ -437,11 +437,6 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
         }
         envp_c.push(cstring("environment", format!("{k}={v}").as_bytes())?);
     }
-    let ptrs = |v: &Vec<CString>| {
-        let mut p: Vec<*const libc::c_char> = v.iter().map(|c| c.as_ptr()).collect();
-        p.push(std::ptr::null());
-        p
-    };
 
     let flags = clone_flags(spec.network);
     // Read once per process: the kernel's last capability and the seccomp filter.
@@ -483,8 +478,8 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
         all_caps,
         last_cap,
         builder,
-        argv: ptrs(&argv_c),
-        envp: ptrs(&envp_c),
+        argv: child::pointers(&argv_c),
+        envp: child::pointers(&envp_c),
         _argv: argv_c,
         _envp: envp_c,
         seccomp: SECCOMP.get_or_init(seccomp::program).clone(),

@@ -188,11 +188,6 @@ pub(super) fn decode(bytes: &[u8]) -> Result<Prepared, Malformed> {
     if !r.0.is_empty() {
         return Err(Malformed("bytes after the end"));
     }
-    let ptrs = |v: &Vec<CString>| {
-        let mut p: Vec<*const libc::c_char> = v.iter().map(|c| c.as_ptr()).collect();
-        p.push(std::ptr::null());
-        p
-    };
     let [log_write, status_write, devnull, go_read, staging] = fds;
     Ok(Prepared {
         flags,
@@ -205,8 +200,8 @@ pub(super) fn decode(bytes: &[u8]) -> Result<Prepared, Malformed> {
         all_caps,
         last_cap,
         builder,
-        argv: ptrs(&argv_c),
-        envp: ptrs(&envp_c),
+        argv: super::child::pointers(&argv_c),
+        envp: super::child::pointers(&envp_c),
         _argv: argv_c,
         _envp: envp_c,
         seccomp: super::seccomp::program(),

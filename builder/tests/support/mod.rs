@@ -1,10 +1,12 @@
-//! Helpers shared by the `builtin:fetchurl` integration tests: a tiny
+//! Helpers shared by the integration tests: for `builtin:fetchurl`, a tiny
 //! hand-written HTTP/1.1 server on 127.0.0.1 with scripted answers, and small
-//! file helpers.
+//! file helpers; for the sandbox, a log sink ([`log`]).
 //!
 //! This module owns only test helpers: the server listens on the loopback
 //! address only, and every answer ends by itself (bounded loops and sleeps).
 #![allow(dead_code)]
+
+pub mod log;
 
 use std::collections::HashMap;
 use std::fs;

@@ -21,11 +21,6 @@ fn pa(action: Action, what: &str) -> PlannedAction {
 fn prepared(actions: Vec<PlannedAction>, argv: &[&str], envp: &[&str]) -> Prepared {
     let argv_c: Vec<CString> = argv.iter().map(|s| c(s)).collect();
     let envp_c: Vec<CString> = envp.iter().map(|s| c(s)).collect();
-    let ptrs = |v: &Vec<CString>| {
-        let mut p: Vec<*const libc::c_char> = v.iter().map(|c| c.as_ptr()).collect();
-        p.push(std::ptr::null());
-        p
-    };
     Prepared {
         flags: CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNET,
         clear_groups: true,
@@ -37,8 +32,8 @@ fn prepared(actions: Vec<PlannedAction>, argv: &[&str], envp: &[&str]) -> Prepar
         all_caps: vec![caps::Capability::CAP_CHOWN, caps::Capability::CAP_SYS_ADMIN],
         last_cap: 40,
         builder: c("/b"),
-        argv: ptrs(&argv_c),
-        envp: ptrs(&envp_c),
+        argv: crate::sandbox::child::pointers(&argv_c),
+        envp: crate::sandbox::child::pointers(&envp_c),
         _argv: argv_c,
         _envp: envp_c,
         seccomp: Vec::new(),
