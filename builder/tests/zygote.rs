@@ -2,8 +2,8 @@
 //! died. Its own `main` (no test harness): the zygote can only be started while the
 //! process has one thread.
 //!
-//! Checks: a build through the zygote works and its init is the zygote's child, not
-//! ours; a timeout kills it (through the pidfd); the builder sees the same sandbox
+//! Checks: the zygote makes an init only when asked ([`zygote::prepare`]), a build runs
+//! in that init, which is the zygote's child, not ours; a timeout kills it (through the pidfd); the builder sees the same sandbox
 //! through the zygote as from a clone of our own (ids, capabilities, seccomp, the
 //! processes, the network interfaces, the root's entries); once the zygote is killed,
 //! builds clone init themselves.
@@ -135,24 +135,55 @@ fn main() {
     let me = std::process::id() as i32;
     let mut fx = Fixture::new();
 
-    // A build through the zygote; while it sleeps, its init is the zygote's child.
+    // Nothing is made before it is asked for (a no-op rebuild asks for nothing).
+    let children = |of: i32| -> Vec<i32> {
+        parents()
+            .into_iter()
+            .filter(|p| p.1 == of)
+            .map(|p| p.0)
+            .collect()
+    };
+    assert_eq!(
+        children(zpid),
+        Vec::<i32>::new(),
+        "no init before prepare()"
+    );
+    // Asked, the zygote makes an init ahead of the build ...
+    zygote::prepare();
+    let mut ahead = Vec::new();
+    for _ in 0..200 {
+        ahead = children(zpid);
+        if !ahead.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(ahead.len(), 1, "one init made ahead: {ahead:?}");
+    let spare = ahead[0];
+    // ... and the build runs in it: while the build sleeps, that init has id maps, and
+    // it is the zygote's child, not ours.
     let script = "echo started; sleep 2; echo done > $out";
     let watcher = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(700));
-        parents()
+        let maps = std::fs::read_to_string(format!("/proc/{spare}/uid_map")).unwrap_or_default();
+        (parents(), maps)
     });
     let (out, r, log) = fx.run(script, Duration::from_secs(60));
     assert_eq!(r.unwrap(), ExitStatus::Code(0), "log:\n{log}");
     assert_eq!(std::fs::read_to_string(out).unwrap(), "done\n");
-    let during = watcher.join().unwrap();
+    let (during, maps) = watcher.join().unwrap();
+    assert!(
+        !maps.trim().is_empty(),
+        "the init made ahead ran the build (its id maps are written)"
+    );
     let ours: Vec<i32> = during.iter().filter(|p| p.1 == me).map(|p| p.0).collect();
     assert_eq!(ours, vec![zpid], "our only child is the zygote: {during:?}");
     let inits = during.iter().filter(|p| p.1 == zpid).count();
     assert!(
         inits >= 2,
-        "the build's init and a spare are the zygote's: {during:?}"
+        "the build's init and the next one are the zygote's: {during:?}"
     );
-    println!("ok: a build runs in an init the zygote made");
+    println!("ok: a build runs in the init the zygote made ahead");
 
     // A timeout kills the build through init's pidfd.
     let (_, r, _) = fx.run("sleep 60", Duration::from_millis(500));

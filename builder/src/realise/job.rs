@@ -98,6 +98,12 @@ pub(super) fn run(ctx: &Ctx<'_>, job: Job) -> Result<Finished, BuildError> {
         reason,
     };
     let resolved = &job.resolved;
+    if !resolved.builder.starts_with("builtin:") {
+        // A sandboxed build: the zygote (if the binary started one) makes an init in
+        // fresh namespaces while this thread lays out the build directory and the plan
+        // (for the next builds it has one ready already).
+        crate::sandbox::zygote::prepare();
+    }
     let fixed = resolved
         .outputs
         .values()

@@ -23,14 +23,15 @@
 //! # Protocol
 //!
 //! One `SOCK_STREAM` Unix socket pair between rocmx and the zygote, used by one build
-//! at a time (a mutex): rocmx sends a *request* — `[len u32 LE][clone flags u64 LE]`
+//! at a time (a mutex). A header alone, without bytes or descriptors, asks for a spare
+//! ([`prepare`], no reply). Otherwise rocmx sends a *request* — `[len u32 LE][clone flags u64 LE]`
 //! then `len` bytes of [`super::wire`], with the sandbox's five descriptors attached
 //! (`SCM_RIGHTS`) — and reads a *reply*, `[i32 LE]`: init's pid (host view), with a
 //! pidfd for it attached, or `-errno` of the `clone` that failed. The zygote forwards
 //! the request unchanged to a spare init (made with the same flags, or made then) over
 //! that init's own socket pair, replies, closes its copies of the descriptors and
 //! makes the next spare (one for each set of flags seen: with and without a network
-//! namespace; the first, for a build without network, as soon as the zygote starts). The zygote reaps inits automatically (`SIGCHLD` ignored): rocmx
+//! namespace). The zygote reaps inits automatically (`SIGCHLD` ignored): rocmx
 //! signals init through the pidfd and learns of its exit by polling it.
 //!
 //! # Lifetime
@@ -121,6 +122,22 @@ fn threads() -> Option<u32> {
 pub fn pid() -> Option<i32> {
     let link = LINK.lock().unwrap_or_else(|e| e.into_inner());
     link.as_ref().map(|l| l.pid.as_raw())
+}
+
+/// Tells the zygote that a build is coming: unless it has one already, it makes an
+/// init ready for an ordinary build (one without the host's network) while the caller
+/// lays out the build, so that not even the first build waits for the namespaces.
+/// Commands with nothing to build (a no-op rebuild) never ask, and pay only for the
+/// zygote's fork.
+pub fn prepare() {
+    let mut link = LINK.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(l) = link.as_ref() else {
+        return;
+    };
+    let flags = super::clone_flags(false).bits() as u64;
+    if send_request(l.sock.as_fd(), flags, &[], &[]).is_err() {
+        forget(&mut link);
+    }
 }
 
 /// The sandbox's init, as `run` controls it: its own child (cloned by
@@ -251,9 +268,10 @@ fn send_request(
     header[..4].copy_from_slice(&(body.len() as u32).to_le_bytes());
     header[4..].copy_from_slice(&flags.to_le_bytes());
     let iov = [IoSlice::new(&header), IoSlice::new(body)];
-    let cmsg = [ControlMessage::ScmRights(fds)];
+    let rights = [ControlMessage::ScmRights(fds)];
+    let cmsg: &[ControlMessage<'_>] = if fds.is_empty() { &[] } else { &rights };
     let sent = loop {
-        match sendmsg::<()>(sock.as_raw_fd(), &iov, &cmsg, MsgFlags::MSG_NOSIGNAL, None) {
+        match sendmsg::<()>(sock.as_raw_fd(), &iov, cmsg, MsgFlags::MSG_NOSIGNAL, None) {
             Err(Errno::EINTR) => continue,
             Err(e) => return Err(Unsent::Nothing(e)),
             Ok(n) => break n,
@@ -343,7 +361,10 @@ fn recv_request(sock: BorrowedFd<'_>) -> Result<Option<Request>, Errno> {
     let len = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as usize;
     let mut flags = [0u8; 8];
     flags.copy_from_slice(&header[4..]);
-    if len > MAX_REQUEST || fds.len() != wire::FDS {
+    // A sandbox comes with its descriptors; a request without any (and without bytes)
+    // asks for a spare.
+    let prepare = len == 0 && fds.is_empty();
+    if len > MAX_REQUEST || !(prepare || fds.len() == wire::FDS) {
         return Err(Errno::EBADMSG);
     }
     let mut body = vec![0u8; len];
@@ -439,14 +460,20 @@ fn serve(sock: OwnedFd, parent: Pid) -> ! {
     // namespace: at most two); the first for an ordinary build, made while rocmx
     // evaluates.
     let mut spares: Vec<Spare> = Vec::new();
-    if let Ok(s) = make_spare(super::clone_flags(false).bits() as u64) {
-        spares.push(s);
-    }
     loop {
         let req = match recv_request(sock.as_fd()) {
             Ok(Some(r)) => r,
             _ => child::exit(0),
         };
+        if req.fds.is_empty() {
+            // [`prepare`]: builds are coming; no reply.
+            if !spares.iter().any(|s| s.flags == req.flags) {
+                if let Ok(s) = make_spare(req.flags) {
+                    spares.push(s);
+                }
+            }
+            continue;
+        }
         let (value, used) = match hand_over(&mut spares, &req) {
             Ok(s) => (s.pid.as_raw(), Some(s)),
             Err(e) => (-(e as i32), None),
