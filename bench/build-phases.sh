@@ -165,9 +165,10 @@ def marks(ev):
   k['drv_fsync'] = f1[1]
   f2 = first(lambda e: e[3] == 'fsync', f1[2])
   k['drv_done'] = f2[2]
-  # The build thread sends the sandbox to the zygote (forked at startup), which
-  # gives it to an init it cloned into the namespaces ahead of time.
-  req = first(lambda e: e[3] == 'sendmsg', f2[2])
+  # The build thread asks the zygote (forked at startup) for an init (a message
+  # without descriptors), lays out the build, then sends the sandbox (with its
+  # descriptors), which the zygote gives to the init it cloned meanwhile.
+  req = first(lambda e: e[3] == 'sendmsg' and 'SCM_RIGHTS' in e[4], f2[2])
   bt = req[0]
   th = [e for e in ev if e[3] == 'clone3' and e[1] < req[1] and e[1] >= f2[2]]
   k['thread'] = th[-1][1] if th else f2[2]
