@@ -16,12 +16,12 @@
 //! Cloned by rocmx itself ([`spawn_init`]), init is a copy of a multi-threaded process,
 //! made by a raw `clone`, which (unlike glibc's `fork`) runs no atfork handlers and
 //! resets none of glibc's locks: everything here sticks to raw syscalls on data the
-//! parent prepared ([`Prepared`]): no allocation, no locks, no `std::io`. (An init made
-//! by the zygote, a single-threaded process, decodes its `Prepared` before it calls
-//! [`init`]; from there on it runs the same code.) The one exception is the `caps` crate, whose *error* paths
-//! format a `String` (its success paths are plain prctl/capget/capset calls). Failures are
-//! reported to the parent as records on the status pipe ([`super::protocol`]) and end the
-//! process with `_exit`.
+//! parent prepared ([`Prepared`]): no allocation, no locks, no `std::io`. The one
+//! exception is the `caps` crate, whose *error* paths format a `String` (its success
+//! paths are plain prctl/capget/capset calls). (An init made by the zygote, a fork of a
+//! single-threaded process, decodes its `Prepared` before it calls [`init`]; from there
+//! on it runs the same code.) Failures are reported to the parent as records on the
+//! status pipe ([`super::protocol`]) and end the process with `_exit`.
 
 use std::ffi::{CStr, CString};
 use std::os::fd::{BorrowedFd, RawFd};

@@ -668,7 +668,6 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
     let builder_ended = records.iter().any(protocol::Record::is_end);
     // Shared with the reaping thread (one that cannot be started gives its share back).
     let init = Arc::new(init);
-    let reap_init = |init: &zygote::Init| init.reap();
     // Shared with the reaping thread, so that the lease outlives init whichever side
     // reaps it (a thread that cannot be started drops its share unused).
     let held = Arc::new(Mutex::new(spec.held_until_reaped.take()));
@@ -686,15 +685,15 @@ pub fn run(mut spec: SandboxSpec) -> Result<Outcome, SandboxError> {
         let spawned = std::thread::Builder::new()
             .name("sandbox-reap".into())
             .spawn(move || {
-                reap_init(&reaped);
+                reaped.reap();
                 drop(held);
                 drop(plan);
             });
         if spawned.is_err() {
-            reap_init(&init);
+            init.reap();
         }
     } else {
-        reap_init(&init);
+        init.reap();
     }
     drop(held);
     let _ = spec.log.flush();

@@ -155,16 +155,7 @@ impl Init {
     /// Kills init, and with it the sandbox's pid namespace.
     pub fn kill(&self) {
         match &self.pidfd {
-            // SAFETY: pidfd_send_signal(2) on a pidfd we own, no siginfo, no flags.
-            Some(fd) => unsafe {
-                libc::syscall(
-                    libc::SYS_pidfd_send_signal,
-                    fd.as_raw_fd(),
-                    libc::SIGKILL,
-                    std::ptr::null::<libc::siginfo_t>(),
-                    0u32,
-                );
-            },
+            Some(fd) => kill_through(fd.as_fd()),
             None => {
                 let _ = nix::sys::signal::kill(self.pid, nix::sys::signal::Signal::SIGKILL);
             }
@@ -187,6 +178,20 @@ impl Init {
             None => while let Err(Errno::EINTR) = nix::sys::wait::waitpid(self.pid, None) {},
         }
     }
+}
+
+/// Sends SIGKILL to the process of the pidfd `fd` (gone already: nothing happens).
+fn kill_through(fd: BorrowedFd<'_>) {
+    // SAFETY: pidfd_send_signal(2) on a pidfd we own, no siginfo, no flags.
+    unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            fd.as_raw_fd(),
+            libc::SIGKILL,
+            std::ptr::null::<libc::siginfo_t>(),
+            0u32,
+        )
+    };
 }
 
 /// Why the zygote could not start an init.
@@ -417,23 +422,16 @@ struct Spare {
     pid: Pid,
     pidfd: OwnedFd,
     sock: OwnedFd,
+    /// Given a sandbox (rocmx has its pidfd now): not to be killed when dropped.
+    handed_over: bool,
 }
 
 impl Drop for Spare {
     fn drop(&mut self) {
-        // An unused spare: its sandbox never came (SIGKILL; a used one has its request,
-        // and closing our end of its socket changes nothing for it).
-        if self.flags != u64::MAX {
-            // SAFETY: pidfd_send_signal(2) on a pidfd we own, no siginfo, no flags.
-            unsafe {
-                libc::syscall(
-                    libc::SYS_pidfd_send_signal,
-                    self.pidfd.as_raw_fd(),
-                    libc::SIGKILL,
-                    std::ptr::null::<libc::siginfo_t>(),
-                    0u32,
-                )
-            };
+        // An unused spare: its sandbox never came. (A used one has its request, and
+        // closing our end of its socket changes nothing for it.)
+        if !self.handed_over {
+            kill_through(self.pidfd.as_fd());
         }
     }
 }
@@ -483,7 +481,7 @@ fn serve(sock: OwnedFd, parent: Pid) -> ! {
             child::exit(0);
         }
         if let Some(mut s) = used {
-            s.flags = u64::MAX; // handed over: not to be killed when dropped
+            s.handed_over = true;
         }
         let flags = req.flags;
         drop(req);
@@ -556,6 +554,7 @@ fn make_spare(flags: u64) -> Result<Spare, Errno> {
             // SAFETY: the pidfd clone(2) just stored for us.
             pidfd: unsafe { OwnedFd::from_raw_fd(pidfd) },
             sock: ours,
+            handed_over: false,
         }),
     }
 }
