@@ -209,7 +209,7 @@ impl Evaluator {
         for (i, n) in path.iter().enumerate() {
             let name = self.attr_name(n, env).at_pos(pos)?;
             let next = match &cur {
-                Value::Attrs(a) => a.get(name).cloned(),
+                Value::Attrs(a) => a.get(name).map(read_through),
                 _ if default.is_some() => None,
                 other => {
                     return raise(EvalError::at(
@@ -288,7 +288,22 @@ fn select_in_place(expr: &Ir, path: &[IrAttrName], env: &Env) -> Option<(Sym, Op
         },
         _ => return None,
     };
-    Some((*name, set.get(*name).cloned()))
+    Some((*name, set.get(*name).map(read_through)))
+}
+
+/// A set's value as a selection hands it on: a thunk already forced is read
+/// through to its value, so the caller neither clones and drops the thunk
+/// nor goes through `force_thunk` for it. (A set's entries are shared and
+/// cannot take the forced value in place, as a variable's slot does.)
+#[inline(always)]
+fn read_through(v: &Value) -> Value {
+    match v {
+        Value::Thunk(t) => match t.value_ref() {
+            Some(v) => v.clone(),
+            None => v.clone(),
+        },
+        v => v.clone(),
+    }
 }
 
 /// The value `expr.a.b` selects, when `expr` is a variable and every step is

@@ -510,3 +510,36 @@ fn type_predicates_answer_alike_inline_and_through_their_function() {
         "show 1 more frame of context",
     );
 }
+
+/// Two-argument callbacks entered directly (`call2`: a curried `a: b: …`,
+/// also one partially applied; anything else through the general spine),
+/// Booleans returned to `sort` and `filter` matched without a drop, and
+/// selections that read a forced thunk of a set through to its value. Expected
+/// values from Nix 2.8.
+#[test]
+fn callbacks_and_forced_selections_keep_their_values() {
+    use super::testing::{fails, ok_all};
+    let prelude = "let cmp = k: a: b: a.${k} < b.${k}; \
+        xs = map (i: { k = 7 - i; v = i * 2; }) [ 0 3 1 5 2 ]; \
+        s = { a = 1 + 1; b = { c = 2 * 3; }; }; in";
+    let cases = [
+        (format!("{prelude} map (p: p.v) (builtins.sort (cmp \"k\") xs)"), "[ 10 6 4 2 0 ]"),
+        (format!("{prelude} map (p: p.v) (builtins.sort (a: b: a.v > b.v || (a.v == b.v && a.k < b.k)) xs)"), "[ 10 6 4 2 0 ]"),
+        (format!("{prelude} builtins.mapAttrs (n: v: \"${{n}}=${{toString v}}\") {{ x = 1; y = 2; }}"), "{ x = \"x=1\"; y = \"y=2\"; }"),
+        (format!("{prelude} builtins.mapAttrs (n: let g = v: v + 1; in g) {{ x = 1; }}"), "{ x = 2; }"),
+        (format!("{prelude} builtins.foldl' (acc: x: acc + x.k + s.a + s.b.c) 0 xs"), "64"),
+        (format!("{prelude} [ s.a s.a s.b.c s.b.c ]"), "[ 2 2 6 6 ]"),
+        (format!("{prelude} (builtins.tryEval (builtins.sort (a: b: throw \"no\") [ 1 2 ])).success"), "false"),
+        (format!("{prelude} builtins.filter (x: x.v > 4) xs"), "[ { k = 4; v = 6; } { k = 2; v = 10; } ]"),
+    ];
+    let cases: Vec<(&str, &str)> = cases.iter().map(|(e, w)| (e.as_str(), *w)).collect();
+    ok_all(&cases);
+    fails(
+        "builtins.sort (a: b: 1) [ 1 2 ]",
+        "expected a Boolean but found an integer",
+    );
+    fails(
+        "builtins.filter (x: 1) [ 1 2 ]",
+        "expected a Boolean but found an integer",
+    );
+}

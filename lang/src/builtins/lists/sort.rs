@@ -79,7 +79,11 @@ impl Sorter<'_> {
                 return self.ev.less_than(p, q);
             }
         }
-        let r = self.ev.call2(&self.f, x.clone(), y.clone())?;
+        // Matched by value: a Boolean is not dropped through a call.
+        let r = match self.ev.call2(&self.f, x.clone(), y.clone())? {
+            Value::Bool(b) => return Ok(b.get()),
+            r => r,
+        };
         self.ev.expect_bool(&r).frame(None, || {
             "while evaluating the return value of the sorting function passed to builtins.sort"
                 .into()

@@ -293,6 +293,7 @@ impl Attrs {
         d
     }
 
+    #[inline(always)]
     pub fn get<'k>(&self, k: impl Into<Key<'k>>) -> Option<&Value> {
         match k.into() {
             Key::Sym(k) => self.get_sym(k),
@@ -302,8 +303,19 @@ impl Attrs {
 
     /// Lookup by symbol: address comparisons in small sets, integer-prefix
     /// comparisons in the binary searches.
-    #[inline]
+    ///
+    /// A small set is searched where the lookup is made; the other forms
+    /// out of line.
+    #[inline(always)]
     fn get_sym(&self, k: Sym) -> Option<&Value> {
+        match self {
+            Attrs::Small(v) => find_sym(v, k).map(|(_, x, _)| x),
+            _ => self.get_sym_big(k),
+        }
+    }
+
+    #[inline(never)]
+    fn get_sym_big(&self, k: Sym) -> Option<&Value> {
         match self {
             Attrs::Small(v) => find_sym(v, k).map(|(_, x, _)| x),
             Attrs::Large(m) => m.get(&k).map(|(x, _)| x),
