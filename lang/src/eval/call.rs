@@ -260,9 +260,27 @@ impl Evaluator {
         if !c.def.extends {
             return self.arg_scope(&c.env, arg);
         }
-        let mut slots = c.env.0.slots.borrow().clone();
-        slots.push(arg);
-        Env::new(c.env.0.parent.as_ref(), slots)
+        // The copy is made a push at a time (`SmallVec`'s `clone` is an
+        // out-of-line `extend`, 60 instructions for one value), into a pooled
+        // scope when it fits inline.
+        let src = c.env.0.slots.borrow();
+        let fill = |slots: &mut Slots| {
+            for v in src.iter() {
+                slots.push(v.clone());
+            }
+            slots.push(arg);
+        };
+        let parent = c.env.0.parent.as_ref();
+        let fill = match parent {
+            Some(p) if src.len() < SLOTS_INLINE => match self.pooled_scope(p, fill) {
+                Ok(env) => return env,
+                Err(fill) => fill,
+            },
+            _ => fill,
+        };
+        let mut slots = Slots::with_capacity(src.len() + 1);
+        fill(&mut slots);
+        Env::new(parent, slots)
     }
 
     /// The one-slot scope a lambda `x: …` runs in, over `parent`; reuses a
