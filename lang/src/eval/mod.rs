@@ -171,7 +171,10 @@ impl Evaluator {
     }
 
     /// Like [`Self::force`], consuming the value (no clone when it is forced).
-    #[inline]
+    /// Always inlined: left to the compiler it was a call of its own, 18
+    /// instructions for the common answer, the value itself (1.85 million
+    /// calls in a sort by an attribute).
+    #[inline(always)]
     pub fn force_owned(&mut self, v: Value) -> RResult<Value> {
         match v {
             Value::Thunk(t) => self.force_thunk(&t),
