@@ -86,7 +86,11 @@ impl Raised {
         })
     }
 
-    /// Pushes a "while …" frame (at most 64 are kept).
+    /// Pushes a "while …" frame (at most 64 are kept). Cold and out of line,
+    /// each closure's copy: the frame's formatting stays out of the hot
+    /// functions that add frames (`enter`, selections, builtin calls).
+    #[cold]
+    #[inline(never)]
     pub fn frame(self, frame: impl FnOnce() -> Frame) -> Raised {
         // The frame's text may need evaluation-free formatting only, but the
         // error is taken out first all the same: see the module's rule.
