@@ -32,8 +32,8 @@
 # own, and the chroot adds under a millisecond to its wall time (0.6-0.8 ms
 # measured with bench/nix234.sh --overhead).
 #
-# Outputs are checked against rocmx's, for each peer: fib, list, update and
-# strings must print identical results; for drv only the fields that do not
+# Outputs are checked against rocmx's, for each peer: fib, list, records,
+# update, strings, modules and pkgset must print identical results; for drv only the fields that do not
 # depend on store paths are compared (`pathBytes` is dropped, as store
 # directory and hashes differ by design). The script exits non-zero if an
 # evaluator fails (non-zero exit, timeout) or the outputs disagree. A slow
@@ -92,7 +92,7 @@ if (($# > 0)); then
 else
     # The order first, then any other workload files.
     workloads=()
-    for w in fib list update strings drv; do
+    for w in fib list records update strings drv; do
         [[ -f bench/eval/$w.nix ]] && workloads+=("$w")
     done
     for f in bench/eval/*.nix; do

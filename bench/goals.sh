@@ -17,7 +17,8 @@
 #   NIX234      0 to leave the Nix 2.34 peer out (its column says n/a)
 #
 # The goals (issue 15): every evaluation workload <= 0.5x of both Nix
-# versions (the `//` fold <= 0.2x), modules and pkgset also with less peak
+# versions (the `//` fold <= 0.2x; `records`, sorting sets with a lambda, is
+# held to the list goal), modules and pkgset also with less peak
 # memory than both; `store add` <= 0.4x `nix-store --add`; 50 chained
 # sandboxed builds <= 0.5x `nix-build --option sandbox true`; the no-op
 # rebuild of the 50 <= 20 ms. Exits 1 when one of the scripts fails (a
@@ -73,7 +74,7 @@ both() { # both VERDICT VERDICT: the goal holds against both peers
 
 rows=()
 row() { rows+=("$(printf '| %s | %s | %s | %s | %s |' "$@")"); }
-for w in fib list update strings drv modules pkgset; do
+for w in fib list records update strings drv modules pkgset; do
     goal=0.5
     [[ $w == update ]] && goal=0.2
     t28=$(field "$OUT/eval.txt" "^$w\$" 5)

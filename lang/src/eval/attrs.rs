@@ -205,6 +205,20 @@ impl Evaluator {
                 }
             }
         }
+        self.eval_select_general(expr, path, default, env, pos)
+    }
+
+    /// [`Self::eval_select`] without its first look into the variable's
+    /// slot: evaluates `expr`, then each step of the path. Where
+    /// [`Ir::SelectVar`] found nothing evaluated to read, it comes here.
+    pub(super) fn eval_select_general(
+        &mut self,
+        expr: &Rc<Ir>,
+        path: &[IrAttrName],
+        default: Option<&Rc<Ir>>,
+        env: &Env,
+        pos: Pos,
+    ) -> RResult<Value> {
         let mut cur = self.eval(expr, env)?;
         for (i, n) in path.iter().enumerate() {
             let name = self.attr_name(n, env).at_pos(pos)?;
@@ -289,6 +303,36 @@ fn select_in_place(expr: &Ir, path: &[IrAttrName], env: &Env) -> Option<(Sym, Op
         _ => return None,
     };
     Some((*name, set.get(*name).map(read_through)))
+}
+
+/// [`Ir::SelectVar`]'s answer without evaluating: the attribute `name` of the
+/// set in slot `idx`, `up` scopes out, when the slot holds an evaluated set
+/// (itself or as a forced thunk) and the attribute's value is evaluated.
+/// `None` otherwise (the general selection then runs; a scope still being
+/// filled may not have the slot yet).
+#[inline(always)]
+pub(super) fn select_var_evaluated(env: &Env, up: u32, idx: u32, name: Sym) -> Option<Value> {
+    match select_var(env, up, idx, name)? {
+        Value::Thunk(t) => t.value_ref().cloned(),
+        v => Some(v),
+    }
+}
+
+/// The attribute `name` of the set in slot `idx`, `up` scopes out, as the set
+/// holds it (a thunk forced already is read through): `None` when the slot
+/// does not hold an evaluated set or the set has no such name.
+#[inline(always)]
+pub(super) fn select_var(env: &Env, up: u32, idx: u32, name: Sym) -> Option<Value> {
+    let slots = env.ancestor(up).0.slots.borrow();
+    let set = match slots.as_slice().get(idx as usize)? {
+        Value::Attrs(a) => a,
+        Value::Thunk(t) => match t.value_ref()? {
+            Value::Attrs(a) => a,
+            _ => return None,
+        },
+        _ => return None,
+    };
+    set.get(name).map(read_through)
 }
 
 /// A set's value as a selection hands it on: a thunk already forced is read

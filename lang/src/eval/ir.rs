@@ -210,6 +210,18 @@ pub enum Ir {
         default: Option<Rc<Ir>>,
         pos: Pos,
     },
+    /// `x.a`, the commonest selection: a statically resolved variable (as
+    /// [`Ir::Var`]), one static name, no `or`. `eval` answers it inline when
+    /// the variable holds an evaluated set whose attribute is evaluated;
+    /// anything else (a thunk to force, a missing name, not a set) evaluates
+    /// `general`, the same selection as an [`Ir::Select`].
+    SelectVar {
+        up: u32,
+        idx: u32,
+        name: Sym,
+        pos: Pos,
+        general: Rc<Ir>,
+    },
     HasAttr {
         expr: Rc<Ir>,
         path: Vec<IrAttrName>,

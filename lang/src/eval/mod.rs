@@ -288,6 +288,14 @@ impl Evaluator {
                 }
                 Value::Thunk(Thunk::new(ThunkState::Suspended(ir.clone(), env.clone())))
             }
+            Ir::SelectVar { up, idx, name, .. } => {
+                match attrs::select_var_evaluated(env, *up, *idx, *name) {
+                    Some(v) => v,
+                    None => {
+                        Value::Thunk(Thunk::new(ThunkState::Suspended(ir.clone(), env.clone())))
+                    }
+                }
+            }
             Ir::Select {
                 expr,
                 path,
@@ -351,6 +359,27 @@ impl Evaluator {
         match ir {
             // Handled inline by `eval`, the only caller; never reached here.
             Ir::Const(_) | Ir::Var { .. } => self.eval(ir, env),
+            Ir::SelectVar {
+                up,
+                idx,
+                name,
+                pos,
+                general,
+            } => match attrs::select_var(env, *up, *idx, *name) {
+                Some(Value::Thunk(t)) => self.force_thunk(&t).frame(Some(*pos), || {
+                    format!("while evaluating the attribute '{name}'")
+                }),
+                Some(v) => Ok(v),
+                None => match &**general {
+                    Ir::Select {
+                        expr,
+                        path,
+                        default,
+                        pos,
+                    } => self.eval_select_general(expr, path, default.as_ref(), env, *pos),
+                    other => self.eval_inner(other, env),
+                },
+            },
             Ir::WithVar { name, withs, pos } => {
                 let v = self.lookup_with(name, withs, env, *pos)?;
                 self.force_owned(v)

@@ -543,3 +543,41 @@ fn callbacks_and_forced_selections_keep_their_values() {
         "expected a Boolean but found an integer",
     );
 }
+
+/// `x.a` compiled as [`Ir::SelectVar`]: read inline when the set and the
+/// attribute are evaluated, else the general selection (a thunk to force, a
+/// slot of a `let`, `rec` or formals scope not filled yet, `or`, errors).
+/// Expected values and messages from Nix 2.8 (rocmx's wording of the type
+/// error).
+#[test]
+fn variable_selections_read_inline_or_fall_back() {
+    use super::testing::{fails, ok_all};
+    let prelude = "let lazy = { x = 1 + 1; y = throw \"never\"; }; f = s: s.x; \
+        g = { a, b ? a.x }: b; r = rec { p = { x = 5; }; q = p.x; }; in";
+    let cases = [
+        ("let b = a.x; a = { x = 2; }; in b".to_string(), "2"),
+        ("let a = { x = 3; }; b = a.x; in b".to_string(), "3"),
+        (
+            format!("{prelude} [ r.q (f lazy) lazy.x lazy.x (g {{ a = {{ x = 7; }}; }}) ]"),
+            "[ 5 2 2 2 7 ]",
+        ),
+        (
+            format!("{prelude} (builtins.tryEval lazy.y).success"),
+            "false",
+        ),
+        (
+            "let s = { a = 1; }; in [ (s.a or 9) (s.b or 9) ]".to_string(),
+            "[ 1 9 ]",
+        ),
+    ];
+    let cases: Vec<(&str, &str)> = cases.iter().map(|(e, w)| (e.as_str(), *w)).collect();
+    ok_all(&cases);
+    fails(
+        "let s = 3; in s.a",
+        "expected a set but found an integer: 3 while selecting attribute 'a'",
+    );
+    fails(
+        "let s = { abc = 1; }; in s.abd",
+        "attribute 'abd' missing; did you mean 'abc'?",
+    );
+}

@@ -214,11 +214,27 @@ impl<'a> Compiler<'a> {
                 if let Some(v) = Self::fold_select(&expr, &path) {
                     return Ok(Rc::new(Ir::Const(v)));
                 }
-                Ir::Select {
+                let var_name = match (&*expr, path.as_slice(), &default) {
+                    (Ir::Var { up, idx, .. }, [IrAttrName::Static(name)], None) => {
+                        Some((*up, *idx, *name))
+                    }
+                    _ => None,
+                };
+                let general = Ir::Select {
                     expr,
                     path,
                     default,
                     pos,
+                };
+                match var_name {
+                    Some((up, idx, name)) => Ir::SelectVar {
+                        up,
+                        idx,
+                        name,
+                        pos,
+                        general: Rc::new(general),
+                    },
+                    None => general,
                 }
             }
             ExprKind::HasAttr { expr, path } => Ir::HasAttr {
