@@ -293,8 +293,17 @@ fn select_in_place(expr: &Ir, path: &[IrAttrName], env: &Env) -> Option<(Sym, Op
     let (Ir::Var { up, idx, .. }, [IrAttrName::Static(name)]) = (expr, path) else {
         return None;
     };
-    let slots = env.ancestor(*up).0.slots.borrow();
-    let set = match slots.as_slice().get(*idx as usize)? {
+    slot_lookup(env, *up, *idx, *name).map(|found| (*name, found))
+}
+
+/// Looks `name` up in the set slot `idx`, `up` scopes out, holds, with the
+/// set borrowed in its slot: `None` when the slot does not hold an evaluated
+/// set (itself or as a forced thunk), `Some(None)` when the set has no such
+/// name, else the value as the set holds it (a forced thunk read through).
+#[inline(always)]
+fn slot_lookup(env: &Env, up: u32, idx: u32, name: Sym) -> Option<Option<Value>> {
+    let slots = env.ancestor(up).0.slots.borrow();
+    let set = match slots.as_slice().get(idx as usize)? {
         Value::Attrs(a) => a,
         Value::Thunk(t) => match t.value_ref()? {
             Value::Attrs(a) => a,
@@ -302,7 +311,7 @@ fn select_in_place(expr: &Ir, path: &[IrAttrName], env: &Env) -> Option<(Sym, Op
         },
         _ => return None,
     };
-    Some((*name, set.get(*name).map(read_through)))
+    Some(set.get(name).map(read_through))
 }
 
 /// [`Ir::SelectVar`]'s answer without evaluating: the attribute `name` of the
@@ -323,16 +332,7 @@ pub(super) fn select_var_evaluated(env: &Env, up: u32, idx: u32, name: Sym) -> O
 /// does not hold an evaluated set or the set has no such name.
 #[inline(always)]
 pub(super) fn select_var(env: &Env, up: u32, idx: u32, name: Sym) -> Option<Value> {
-    let slots = env.ancestor(up).0.slots.borrow();
-    let set = match slots.as_slice().get(idx as usize)? {
-        Value::Attrs(a) => a,
-        Value::Thunk(t) => match t.value_ref()? {
-            Value::Attrs(a) => a,
-            _ => return None,
-        },
-        _ => return None,
-    };
-    set.get(name).map(read_through)
+    slot_lookup(env, up, idx, name).flatten()
 }
 
 /// A set's value as a selection hands it on: a thunk already forced is read
