@@ -182,6 +182,15 @@ impl Evaluator {
         Ok(Sym::new(s.as_str()))
     }
 
+    /// The value of attribute `name` a selection at `pos` found, forced, with
+    /// the "while evaluating the attribute" frame when forcing fails.
+    #[inline(always)]
+    pub(super) fn force_attr(&mut self, v: Value, name: Sym, pos: Pos) -> RResult<Value> {
+        self.force_owned(v).frame(Some(pos), || {
+            format!("while evaluating the attribute '{name}'")
+        })
+    }
+
     pub(super) fn eval_select(
         &mut self,
         expr: &Rc<Ir>,
@@ -192,11 +201,7 @@ impl Evaluator {
     ) -> RResult<Value> {
         if let Some((name, found)) = select_in_place(expr, path, env) {
             match found {
-                Some(v) => {
-                    return self.force_owned(v).frame(Some(pos), || {
-                        format!("while evaluating the attribute '{name}'")
-                    })
-                }
+                Some(v) => return self.force_attr(v, name, pos),
                 None => {
                     if let Some(d) = default {
                         return self.eval(d, env);
@@ -237,11 +242,7 @@ impl Evaluator {
                 }
             };
             match next {
-                Some(v) => {
-                    cur = self.force_owned(v).frame(Some(pos), || {
-                        format!("while evaluating the attribute '{name}'")
-                    })?;
-                }
+                Some(v) => cur = self.force_attr(v, name, pos)?,
                 None => {
                     if let Some(d) = default {
                         return self.eval(d, env);
@@ -321,8 +322,10 @@ fn slot_lookup(env: &Env, up: u32, idx: u32, name: Sym) -> Option<Option<Value>>
 /// filled may not have the slot yet).
 #[inline(always)]
 pub(super) fn select_var_evaluated(env: &Env, up: u32, idx: u32, name: Sym) -> Option<Value> {
+    // `select_var` read a forced thunk through already: a thunk here is not
+    // evaluated.
     match select_var(env, up, idx, name)? {
-        Value::Thunk(t) => t.value_ref().cloned(),
+        Value::Thunk(_) => None,
         v => Some(v),
     }
 }

@@ -366,9 +366,7 @@ impl Evaluator {
                 pos,
                 general,
             } => match attrs::select_var(env, *up, *idx, *name) {
-                Some(Value::Thunk(t)) => self.force_thunk(&t).frame(Some(*pos), || {
-                    format!("while evaluating the attribute '{name}'")
-                }),
+                Some(t @ Value::Thunk(_)) => self.force_attr(t, *name, *pos),
                 Some(v) => Ok(v),
                 None => match &**general {
                     Ir::Select {
