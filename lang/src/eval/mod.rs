@@ -14,6 +14,7 @@
 mod attrs;
 mod call;
 pub mod compile;
+mod dispatch;
 pub mod error;
 mod import;
 pub mod ir;
@@ -338,8 +339,9 @@ impl Evaluator {
     /// [`Self::force_thunk`].
     ///
     /// Constants and variables, the most common nodes by far, are handled
-    /// inline here so the big dispatch in `eval_inner` is entered only for
-    /// compound expressions.
+    /// inline here; any other node is evaluated by its handler, called
+    /// through the table in `dispatch.rs` from here, that is from each place
+    /// `eval` is inlined (see that module for why).
     #[inline(always)]
     pub fn eval(&mut self, ir: &Ir, env: &Env) -> RResult<Value> {
         match ir {
@@ -351,101 +353,7 @@ impl Evaluator {
                     v => Ok(v),
                 }
             }
-            _ => self.eval_inner(ir, env),
-        }
-    }
-
-    fn eval_inner(&mut self, ir: &Ir, env: &Env) -> RResult<Value> {
-        match ir {
-            // Handled inline by `eval`, the only caller; never reached here.
-            Ir::Const(_) | Ir::Var { .. } => self.eval(ir, env),
-            Ir::SelectVar {
-                up,
-                idx,
-                name,
-                pos,
-                general,
-            } => match attrs::select_var(env, *up, *idx, *name) {
-                Some(t @ Value::Thunk(_)) => self.force_attr(t, *name, *pos),
-                Some(v) => Ok(v),
-                None => match &**general {
-                    Ir::Select {
-                        expr,
-                        path,
-                        default,
-                        pos,
-                    } => self.eval_select_general(expr, path, default.as_ref(), env, *pos),
-                    other => self.eval_inner(other, env),
-                },
-            },
-            Ir::WithVar { name, withs, pos } => {
-                let v = self.lookup_with(name, withs, env, *pos)?;
-                self.force_owned(v)
-            }
-            Ir::Str { parts, pos } => self.eval_interp(parts, env, *pos),
-            Ir::Path { parts, pos } => self.eval_path_interp(parts, env, *pos),
-            Ir::List(items) => {
-                let v: Vec<Value> = items.iter().map(|i| self.delay(i, env)).collect();
-                Ok(Value::List(Rc::new(v)))
-            }
-            Ir::Attrs(def) => self.eval_attrs(def, env).map(Value::Attrs),
-            Ir::Let { def, body } => {
-                let new_env = self.let_scope(def, env);
-                self.eval(body, &new_env)
-            }
-            Ir::Lambda(def) => Ok(Value::Lambda(Rc::new(Closure {
-                def: def.clone(),
-                env: env.clone(),
-            }))),
-            Ir::Apply { func, arg, pos } => {
-                let f = self.eval(func, env)?;
-                let a = self.delay(arg, env);
-                self.call_at(&f, a, *pos)
-            }
-            Ir::Call { func, args, pos } => {
-                let f = self.eval(func, env)?;
-                self.apply_spine(f, args, env, *pos)
-            }
-            Ir::Select {
-                expr,
-                path,
-                default,
-                pos,
-            } => self.eval_select(expr, path, default.as_ref(), env, *pos),
-            Ir::HasAttr { expr, path, pos } => {
-                self.eval_has_attr(expr, path, env, *pos).map(Value::bool)
-            }
-            Ir::With { env: e, body } => {
-                let attrs = self.delay(e, env);
-                let new_env = Env::new_with(env, attrs);
-                self.eval(body, &new_env)
-            }
-            Ir::Assert { cond, body, pos } => {
-                if self.eval_bool(cond, env, *pos)? {
-                    self.eval(body, env)
-                } else {
-                    let text = self.source_text(*pos);
-                    raise(EvalError::assertion_failed(text, *pos))
-                }
-            }
-            Ir::If {
-                cond,
-                then,
-                else_,
-                pos,
-            } => {
-                if self.eval_bool(cond, env, *pos)? {
-                    self.eval(then, env)
-                } else {
-                    self.eval(else_, env)
-                }
-            }
-            Ir::Not(e, pos) => Ok(Value::bool(!self.eval_bool(e, env, *pos)?)),
-            Ir::Neg(e, pos) => {
-                let v = self.eval(e, env)?;
-                self.arith(ast_sub(), &Value::Int(0), &v).at_pos(*pos)
-            }
-            Ir::Binary { op, lhs, rhs, pos } => self.eval_binary(*op, lhs, rhs, env, *pos),
+            _ => (dispatch::HANDLERS[dispatch::tag(ir)])(self, ir, env),
         }
     }
 
