@@ -343,7 +343,11 @@ impl Evaluator {
         if slots.spilled() {
             return;
         }
-        slots.clear();
+        // Emptied a value at a time, each dropped with its variant's drop
+        // inlined (`Value::release`), not through `clear`'s generic drops.
+        while let Some(v) = slots.pop() {
+            v.release();
+        }
         inner.parent = None;
         self.scope_pool.push(rc);
     }

@@ -364,9 +364,9 @@ impl Evaluator {
     /// again (callgrind: 3.5 M such calls in `modules`, from the operators).
     #[inline(always)]
     pub(super) fn eval_bool(&mut self, ir: &Ir, env: &Env, pos: Pos) -> RResult<bool> {
-        match self.eval(ir, env)? {
-            Value::Bool(b) => Ok(b.get()),
-            other => self.expect_bool(&other).at_pos(pos),
+        match self.eval(ir, env)?.into_bool() {
+            Ok(b) => Ok(b),
+            Err(other) => self.expect_bool(&other).at_pos(pos),
         }
     }
 

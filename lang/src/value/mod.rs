@@ -198,6 +198,45 @@ impl Value {
         }
     }
 
+    /// Drops the value with the drop of its variant inlined: a scalar owns
+    /// nothing, and the values scopes mostly hold (sets, thunks, lists,
+    /// functions, strings) lose a reference in place, freed through a call
+    /// only when it was the last. A plain drop is an out-of-line call that
+    /// dispatches on the variant through one indirect jump shared by every
+    /// drop in the program, which the processor mispredicts as the variants
+    /// alternate (a call's scope emptied for reuse: 6.6 M such drops in
+    /// `records`). For the few places dropping values in bulk.
+    #[inline(always)]
+    pub fn release(self) {
+        match self {
+            Value::Null | Value::Bool(_) | Value::Int(_) | Value::Float(_) => {
+                std::mem::forget(self)
+            }
+            Value::Attrs(a) => drop(a),
+            Value::Thunk(t) => drop(t),
+            Value::List(l) => drop(l),
+            Value::Lambda(c) => drop(c),
+            Value::String(s) => drop(s),
+            other => drop(other),
+        }
+    }
+
+    /// The Boolean, or the value back when it is not one. A `match` on a
+    /// value with a `Value::Bool(b)` arm leaves the value to be dropped after
+    /// the arm, an out-of-line call even though a Boolean owns nothing; this
+    /// forgets it instead (conditions, `&&`, `sort`'s and `filter`'s results).
+    #[inline(always)]
+    pub fn into_bool(self) -> Result<bool, Value> {
+        match self {
+            Value::Bool(b) => {
+                let b = b.get();
+                std::mem::forget(self);
+                Ok(b)
+            }
+            other => Err(other),
+        }
+    }
+
     pub fn is_function(&self) -> bool {
         matches!(self, Value::Lambda(_) | Value::PrimOp(_))
     }
@@ -410,6 +449,27 @@ impl Thunk {
 #[cfg(test)]
 mod tests {
     use super::{Flag, Float64, Value};
+
+    #[test]
+    fn into_bool_and_release_keep_what_others_share() {
+        assert_eq!(Value::bool(true).into_bool().ok(), Some(true));
+        assert_eq!(Value::bool(false).into_bool().ok(), Some(false));
+        assert!(matches!(Value::Int(3).into_bool(), Err(Value::Int(3))));
+        // Releasing one reference of a shared value leaves the others intact.
+        let list = Value::list(vec![Value::Int(1), Value::str("x")]);
+        let copy = list.clone();
+        list.release();
+        match &copy {
+            Value::List(l) => {
+                assert_eq!(std::rc::Rc::strong_count(l), 1);
+                assert!(matches!(l[0], Value::Int(1)));
+            }
+            _ => unreachable!(),
+        }
+        for v in [Value::Null, Value::Int(1), Value::str("s"), copy] {
+            v.release();
+        }
+    }
 
     #[test]
     fn scalar_payloads_round_trip_through_their_words() {

@@ -120,10 +120,10 @@ fn arg_function(ev: &mut Evaluator, v: &Value, which: &str, name: &str) -> RResu
 
 /// Calls a predicate and checks it returned a Boolean.
 fn call_pred(ev: &mut Evaluator, f: &Value, x: &Value, ctx: &'static str) -> RResult<bool> {
-    // Matched by value: a Boolean is not dropped through a call.
-    let r = match ev.call(f, x.clone())? {
-        Value::Bool(b) => return Ok(b.get()),
-        r => r,
+    // A Boolean is not dropped through a call (`Value::into_bool`).
+    let r = match ev.call(f, x.clone())?.into_bool() {
+        Ok(b) => return Ok(b),
+        Err(r) => r,
     };
     ev.expect_bool(&r).frame(None, || ctx.into())
 }

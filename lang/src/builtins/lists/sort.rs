@@ -79,10 +79,10 @@ impl Sorter<'_> {
                 return self.ev.less_than(p, q);
             }
         }
-        // Matched by value: a Boolean is not dropped through a call.
-        let r = match self.ev.call2(&self.f, x.clone(), y.clone())? {
-            Value::Bool(b) => return Ok(b.get()),
-            r => r,
+        // A Boolean is not dropped through a call (`Value::into_bool`).
+        let r = match self.ev.call2(&self.f, x.clone(), y.clone())?.into_bool() {
+            Ok(b) => return Ok(b),
+            Err(r) => r,
         };
         self.ev.expect_bool(&r).frame(None, || {
             "while evaluating the return value of the sorting function passed to builtins.sort"
