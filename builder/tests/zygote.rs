@@ -23,9 +23,12 @@ const BB: &str = "/rocmx/store/0a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d-busybox";
 const OUT: &str = "/rocmx/store/9z8y7x6w5v4u3t2s1r0q9p8o7n6m5l4k-probe";
 
 /// What the builder reports about its sandbox.
+// The processes are listed to a file before they are counted: in a pipe, `ls`
+// could read /proc before or after the shell started `grep`, and the count
+// was 3 or 4 by that race alone (a CI run failed on it).
 const VIEW: &str = r#"
 { id -u; id -g; hostname; grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs|Seccomp):' /proc/self/status
-  ls /proc | grep -c '^[0-9]'; cut -d: -f1 /proc/net/dev | tail -n +3; ls -a /; ls /dev; ls -a /build
+  ls /proc > /build/procs; grep -c '^[0-9]' /build/procs; cut -d: -f1 /proc/net/dev | tail -n +3; ls -a /; ls /dev; ls -a /build
   cat /proc/1/comm; } > $out
 "#;
 
