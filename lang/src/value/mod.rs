@@ -205,7 +205,9 @@ impl Value {
     /// dispatches on the variant through one indirect jump shared by every
     /// drop in the program, which the processor mispredicts as the variants
     /// alternate (a call's scope emptied for reuse: 6.6 M such drops in
-    /// `records`). For the few places dropping values in bulk.
+    /// `records`). For the few places dropping values in bulk: elsewhere
+    /// [`Self::discard`], which inlines only the scalars' case, is smaller
+    /// (this one at every drop measured +1.7 % instructions in `modules`).
     #[inline(always)]
     pub fn release(self) {
         match self {
