@@ -37,14 +37,32 @@ impl Evaluator {
     /// and `__overrides` is an ordinary name here, as in Nix (only a `rec`
     /// set's, or a legacy `let { … }`'s, is applied). The parser refuses
     /// dynamic names in a `let`, so there are none.
-    pub(super) fn let_scope(&mut self, def: &AttrsDef, env: &Env) -> Env {
+    ///
+    /// `now` is the binding the body forces first, when no binding reads it
+    /// ([`Ir::strict_binding`]): evaluated here, once every other slot is
+    /// filled, with the position the body reads it at for its errors (as
+    /// forcing its thunk there would have given them).
+    pub(super) fn let_scope(
+        &mut self,
+        def: &AttrsDef,
+        env: &Env,
+        now: Option<Forced>,
+    ) -> RResult<Env> {
         debug_assert!(def.rec && def.dynamics.is_empty());
         let scope = self.new_scope(def, env);
+        let skip = now.map_or(u32::MAX, |f| f.slot);
         for (i, a) in def.statics.iter().enumerate() {
-            let v = self.delay_in_new_scope(&a.value, &scope);
-            scope.set(i as u32, v);
+            if i as u32 != skip {
+                let v = self.delay_in_new_scope(&a.value, &scope);
+                scope.set(i as u32, v);
+            }
         }
-        scope
+        if let Some(f) = now {
+            let ir = &def.statics[f.slot as usize].value;
+            let v = self.nested(|ev| ev.eval(ir, &scope)).at_pos(f.pos)?;
+            scope.set(f.slot, v);
+        }
+        Ok(scope)
     }
 
     /// Builds a plain set literal ([`AttrsDef::is_plain`]): its values

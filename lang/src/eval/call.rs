@@ -12,6 +12,32 @@ use super::raised::{raise, RResult};
 use super::{EResult, ErrorKind, EvalError, Evaluator, GROW_EVERY, INTERRUPT_EVERY, SCOPE_POOL};
 use crate::value::{Args, Closure, PrimOpApp, Value};
 
+/// The frame [`Evaluator::enter`] adds to an error raised in `def`'s body.
+fn calling(def: &LambdaDef) -> String {
+    match &*def.name.borrow() {
+        Some(n) => format!("while calling '{n}'"),
+        None => "while calling anonymous lambda".to_string(),
+    }
+}
+
+/// An argument evaluated at once because the chain starting at `head` forces
+/// it first (see [`Evaluator::apply_args`]) failed: the error gets what the
+/// body's forcing of it would have added, the position where the body reads
+/// it and the frame of the chain's last lambda.
+#[cold]
+#[inline(never)]
+fn forced_first_failed(e: super::raised::Raised, head: &LambdaDef) -> RResult<Value> {
+    let mut def = head;
+    while let Ir::Lambda(d) = &*def.body {
+        if !d.extends {
+            break;
+        }
+        def = d;
+    }
+    let read_at = head.forces.map(|f| f.pos).unwrap_or(def.pos);
+    Err(e).at_pos(read_at).frame(Some(def.pos), || calling(def))
+}
+
 impl Evaluator {
     /// Applies `f` to `arg`, adding `pos` to errors as the call site.
     pub fn call_at(&mut self, f: &Value, arg: Value, pos: Pos) -> RResult<Value> {
@@ -26,18 +52,36 @@ impl Evaluator {
         env: &Env,
         pos: Pos,
     ) -> RResult<Value> {
-        self.apply_args(f, args.len(), |ev, i| ev.delay(&args[i], env), Some(pos))
+        self.apply_args(
+            f,
+            args.len(),
+            |ev, i, now| {
+                if now {
+                    ev.eval_forced_first(&args[i], env)
+                } else {
+                    Ok(ev.delay(&args[i], env))
+                }
+            },
+            Some(pos),
+        )
     }
 
-    /// Applies `f` to `n` arguments, the `i`-th produced by `arg(self, i)`. A
-    /// curried lambda chain (`a: b: …`) gets its scopes built directly, and a
-    /// builtin gets all its arguments at once, so neither allocates
-    /// intermediate closures or partial applications.
+    /// Applies `f` to `n` arguments, the `i`-th produced by `arg(self, i,
+    /// now)`. A curried lambda chain (`a: b: …`) gets its scopes built
+    /// directly, and a builtin gets all its arguments at once, so neither
+    /// allocates intermediate closures or partial applications.
+    ///
+    /// `now` says that the callee forces that argument before it does
+    /// anything else ([`LambdaDef::forces`], a lambda with formals, a type
+    /// predicate): `arg` may then evaluate it at once rather than delay it,
+    /// which nothing can tell apart but the thunk saved (and its scope, which
+    /// the thunk would have kept from the pool). Its errors get the frames
+    /// the callee would have added forcing it.
     pub(super) fn apply_args(
         &mut self,
         mut f: Value,
         n: usize,
-        mut arg: impl FnMut(&mut Self, usize) -> Value,
+        mut arg: impl FnMut(&mut Self, usize, bool) -> RResult<Value>,
         pos: Option<Pos>,
     ) -> RResult<Value> {
         let at = |r: RResult<Value>| match pos {
@@ -48,7 +92,17 @@ impl Evaluator {
         while i < n {
             match &f {
                 Value::Lambda(c) if matches!(c.def.param, IrParam::Ident(_)) => {
-                    let a = arg(self, i);
+                    // The argument the chain's last body forces first, when
+                    // this call reaches that body.
+                    let now = if n - i >= c.def.rest as usize {
+                        i + c.def.first as usize
+                    } else {
+                        usize::MAX
+                    };
+                    let a = match arg(self, i, i == now) {
+                        Ok(a) => a,
+                        Err(e) => return at(forced_first_failed(e, &c.def)),
+                    };
                     i += 1;
                     // Borrowed, not cloned: the lambdas of a curried chain
                     // live in `c`, which `f` keeps alive until it is replaced.
@@ -61,7 +115,13 @@ impl Evaluator {
                             Ir::Lambda(d) if d.extends => d,
                             _ => break,
                         };
-                        let a = arg(self, i);
+                        let a = match arg(self, i, i == now) {
+                            Ok(a) => a,
+                            Err(e) => {
+                                self.recycle_scope(scope);
+                                return at(forced_first_failed(e, &c.def));
+                            }
+                        };
                         i += 1;
                         scope.push(a);
                         def = next;
@@ -73,7 +133,10 @@ impl Evaluator {
                 Value::PrimOp(app) if app.op.tests.is_some() && app.args.is_empty() => {
                     // A type predicate: answered here, as `f` would answer it.
                     let op = app.op;
-                    let a = arg(self, i);
+                    let a = match arg(self, i, true) {
+                        Ok(a) => a,
+                        Err(e) => return at(Err(e).builtin_frame(op.name)),
+                    };
                     i += 1;
                     let r = self
                         .forced_type(&a)
@@ -90,14 +153,17 @@ impl Evaluator {
                         v.push(x.clone());
                     }
                     for k in i..i + need {
-                        v.push(arg(self, k));
+                        v.push(arg(self, k, false)?);
                     }
                     i += need;
                     f = at(self.call_primop(app.op, v))?;
                 }
                 Value::Thunk(_) => f = self.force_owned(f)?,
                 _ => {
-                    let a = arg(self, i);
+                    // A lambda with formals forces its argument first of all.
+                    let now = matches!(&f, Value::Lambda(c)
+                        if matches!(c.def.param, IrParam::Formals { .. }));
+                    let a = at(arg(self, i, now))?;
                     i += 1;
                     f = at(self.call(&f, a))?;
                 }
@@ -175,10 +241,7 @@ impl Evaluator {
         };
         self.nest -= 1;
         self.call_depth -= 1;
-        r.frame(Some(def.pos), || match &*def.name.borrow() {
-            Some(n) => format!("while calling '{n}'"),
-            None => "while calling anonymous lambda".to_string(),
-        })
+        r.frame(Some(def.pos), || calling(def))
     }
 
     /// Applies a function value to one argument and forces the result.
@@ -214,7 +277,7 @@ impl Evaluator {
     /// Applies `f` to several arguments in turn.
     pub fn call_n(&mut self, f: &Value, args: impl IntoIterator<Item = Value>) -> RResult<Value> {
         let args: smallvec::SmallVec<[Value; 4]> = args.into_iter().collect();
-        let r = self.apply_args(f.clone(), args.len(), |_, i| args[i].clone(), None)?;
+        let r = self.apply_args(f.clone(), args.len(), |_, i, _| Ok(args[i].clone()), None)?;
         self.force_owned(r)
     }
 
@@ -238,7 +301,7 @@ impl Evaluator {
         let r = self.apply_args(
             f.clone(),
             2,
-            |_, i| args[i].take().unwrap_or(Value::Null),
+            |_, i, _| Ok(args[i].take().unwrap_or(Value::Null)),
             None,
         )?;
         self.force_owned(r)

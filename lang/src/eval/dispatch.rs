@@ -152,10 +152,10 @@ fn attrs_lit(ev: &mut Evaluator, ir: &Ir, env: &Env) -> RResult<Value> {
 }
 
 fn let_in(ev: &mut Evaluator, ir: &Ir, env: &Env) -> RResult<Value> {
-    let Ir::Let { def, body } = ir else {
+    let Ir::Let { def, body, now } = ir else {
         wrong_kind()
     };
-    let new_env = ev.let_scope(def, env);
+    let new_env = ev.let_scope(def, env, *now)?;
     ev.eval(body, &new_env)
 }
 

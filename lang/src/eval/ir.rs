@@ -146,8 +146,31 @@ pub struct LambdaDef {
     /// copy of its closure's scope, over the same parent: a partially applied
     /// chain is never changed by a later call.
     pub extends: bool,
+    /// How many lambdas of the chain, this one included, a call must supply
+    /// arguments for to reach the chain's last body: 1 where the body is not
+    /// itself a continuation.
+    pub rest: u32,
+    /// The argument the chain's last body forces before it does anything
+    /// else (its slot in the chain's scope, where the body reads it): a call
+    /// supplying the whole chain evaluates that argument at once instead of
+    /// delaying it (`Evaluator::apply_args`). `None` for formals, whose
+    /// argument every call forces first anyway.
+    pub forces: Option<Forced>,
+    /// [`Self::forces`] counted from this lambda's own argument (0: its
+    /// own), `u32::MAX` when there is none or it is an earlier lambda's of
+    /// the chain: what a call reads, one addition from the argument's index.
+    pub first: u32,
     /// The attribute or `let` name the lambda was bound to, for messages.
     pub name: RefCell<Option<Sym>>,
+    pub pos: Pos,
+}
+
+/// A variable an expression forces before anything else it does: slot
+/// `slot` of the scope `up` levels out, read at `pos`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Forced {
+    pub up: u32,
+    pub slot: u32,
     pub pos: Pos,
 }
 
@@ -190,6 +213,11 @@ pub enum Ir {
     Let {
         def: Rc<AttrsDef>,
         body: Rc<Ir>,
+        /// A binding the body forces before anything else and that no
+        /// binding reads (`let t = typeOf v; in if t == …`): evaluated when
+        /// the scope is made, instead of delayed in a thunk forced at once
+        /// ([`Ir::strict_binding`]).
+        now: Option<Forced>,
     },
     Lambda(Rc<LambdaDef>),
     Apply {

@@ -20,6 +20,7 @@ mod import;
 pub mod ir;
 mod ops;
 pub mod raised;
+mod strict;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -271,46 +272,63 @@ impl Evaluator {
     /// [`Self::delay`] of everything but constants and variables.
     #[inline(never)]
     fn delay_compound(&mut self, ir: &Rc<Ir>, env: &Env) -> Value {
+        match self.known_now(ir, env) {
+            Some(v) => v,
+            None => Value::Thunk(Thunk::new(ThunkState::Suspended(ir.clone(), env.clone()))),
+        }
+    }
+
+    /// An argument its callee forces before anything else
+    /// (`Evaluator::apply_args`): what [`Self::delay`] knows without a
+    /// thunk, else its value, evaluated now instead of in a thunk forced at
+    /// once.
+    #[inline(never)]
+    pub(super) fn eval_forced_first(&mut self, ir: &Rc<Ir>, env: &Env) -> RResult<Value> {
         match &**ir {
-            Ir::Lambda(def) => Value::Lambda(Rc::new(Closure {
+            // A variable is read as it is: forcing it here saves nothing.
+            Ir::Const(v) => Ok(v.clone()),
+            Ir::Var { up, idx, .. } => Ok(env.ancestor(*up).get(*idx)),
+            _ => match self.known_now(ir, env) {
+                Some(v) => Ok(v),
+                None => self.nested(|ev| ev.eval(ir, env)),
+            },
+        }
+    }
+
+    /// The value of a compound `ir` when it is known, or built, without
+    /// evaluating anything (see [`Self::delay`]); `None` when that takes a
+    /// thunk.
+    #[inline(always)]
+    fn known_now(&mut self, ir: &Rc<Ir>, env: &Env) -> Option<Value> {
+        match &**ir {
+            Ir::Lambda(def) => Some(Value::Lambda(Rc::new(Closure {
                 def: def.clone(),
                 env: env.clone(),
-            })),
+            }))),
             Ir::Binary { op, lhs, rhs, .. } => {
                 // Integer arithmetic on values already known cannot diverge or
                 // have effects, so computing it now is indistinguishable from
                 // computing it later, and saves a thunk (`f (n - 1)`).
-                if let Some(a) = peek_int(lhs, env) {
-                    if let Some(b) = peek_int(rhs, env) {
-                        if let Some(v) = ops::int_fast_path(*op, a, b) {
-                            return v;
-                        }
-                    }
-                }
-                Value::Thunk(Thunk::new(ThunkState::Suspended(ir.clone(), env.clone())))
+                let a = peek_int(lhs, env)?;
+                let b = peek_int(rhs, env)?;
+                ops::int_fast_path(*op, a, b)
             }
             Ir::SelectVar { up, idx, name, .. } => {
-                match attrs::select_var_evaluated(env, *up, *idx, *name) {
-                    Some(v) => v,
-                    None => {
-                        Value::Thunk(Thunk::new(ThunkState::Suspended(ir.clone(), env.clone())))
-                    }
-                }
+                attrs::select_var_evaluated(env, *up, *idx, *name)
             }
             Ir::Select {
                 expr,
                 path,
                 default: None,
                 ..
-            } => match peek_select(expr, path, env) {
-                Some(v) => v,
-                None => Value::Thunk(Thunk::new(ThunkState::Suspended(ir.clone(), env.clone()))),
-            },
+            } => peek_select(expr, path, env),
             // Literals whose building evaluates nothing: built now, their
             // values delayed, which costs what the thunk's forcing would.
-            Ir::Attrs(def) if def.is_plain() => Value::Attrs(self.plain_attrs(def, env, false)),
-            Ir::List(items) => self.plain_list(items, env, false),
-            _ => Value::Thunk(Thunk::new(ThunkState::Suspended(ir.clone(), env.clone()))),
+            Ir::Attrs(def) if def.is_plain() => {
+                Some(Value::Attrs(self.plain_attrs(def, env, false)))
+            }
+            Ir::List(items) => Some(self.plain_list(items, env, false)),
+            _ => None,
         }
     }
 

@@ -581,3 +581,116 @@ fn variable_selections_read_inline_or_fall_back() {
         "attribute 'abd' missing; did you mean 'abc'?",
     );
 }
+
+/// The traces `src` prints, in order, and its printed value or its error.
+fn traced(src: &str) -> (Vec<String>, Result<String, super::EvalError>) {
+    let lines = Rc::new(std::cell::RefCell::new(Vec::new()));
+    let mut ev = Evaluator::new(EvalSettings::default(), Rc::new(MemStore::new()));
+    let sink = lines.clone();
+    ev.on_trace = Box::new(move |m| sink.borrow_mut().push(m.to_string()));
+    let r = ev.eval_string(src, Path::new("/")).and_then(|v| {
+        ev.force_deep(&v)
+            .map(|_| crate::value::print::print_value(&v))
+    });
+    let out = lines.borrow().clone();
+    (out, r.map_err(|e| *e))
+}
+
+/// An argument its callee forces first, and a `let` binding its body forces
+/// first and no binding reads, are evaluated at once instead of delayed
+/// (`eval::strict`). Every way to tell would show here: the order of
+/// traces, which of two errors wins, the error's position and frames, an
+/// infinite recursion, a self-reference, a partial application. Values and
+/// trace orders as Nix 2.8 gives them.
+#[test]
+fn values_evaluated_at_once_cannot_be_told_from_thunks() {
+    let t = |src: &str, traces: &[&str], value: &str| {
+        let (got, r) = traced(src);
+        assert_eq!(got, traces, "{src}");
+        assert_eq!(r.map_err(|e| e.msg).as_deref(), Ok(value), "{src}");
+    };
+    t(
+        "let f = x: builtins.trace \"body\" x; in f (builtins.trace \"arg\" 1)",
+        &["trace: body", "trace: arg"],
+        "1",
+    );
+    t(
+        "let f = x: x + builtins.trace \"body\" 1; in f (builtins.trace \"arg\" 1)",
+        &["trace: arg", "trace: body"],
+        "2",
+    );
+    t(
+        "let f = a: b: b + a; in f (builtins.trace \"a\" 1) (builtins.trace \"b\" 2)",
+        &["trace: b", "trace: a"],
+        "3",
+    );
+    t(
+        "let t = builtins.trace \"t\" 1; u = builtins.trace \"u\" 2; in u + t",
+        &["trace: u", "trace: t"],
+        "3",
+    );
+    t(
+        "let f = { a, b }: b; in f (builtins.trace \"set\" { a = 1; b = 2; })",
+        &["trace: set"],
+        "2",
+    );
+    use super::testing::{fails, ok_all};
+    ok_all(&[
+        ("let a = { b = a; }; in a.b.b ? b", "true"),
+        ("let a = f a; f = x: { y = x; }; in a.y.y ? y", "true"),
+        ("let a = b + 1; b = 2; in a", "3"),
+        (
+            "let f = x: x + 1; in builtins.tryEval (f (throw \"z\"))",
+            "{ success = false; value = false; }",
+        ),
+        ("let f = a: b: c: c + 1; g = f 1 2; in g 3", "4"),
+        ("let f = a: a: a + 1; in f (throw \"first\") 1", "2"),
+        (
+            "let p = s: let t = s._type or \"\"; in if t == \"a\" then 1 else 2; in [ (p { _type = \"a\"; }) (p 3) ]",
+            "[ 1 2 ]",
+        ),
+    ]);
+    // Which of two errors wins.
+    fails("let f = x: y: x + y; in f (throw \"a\") (throw \"b\")", "a");
+    fails("let f = x: y: y + x; in f (throw \"a\") (throw \"b\")", "b");
+    fails("let f = a: b: c: b + 1; in (f 1) (throw \"mid\") 3", "mid");
+    fails(
+        "let f = x: x + 1; a = f (a + 1); in a",
+        "infinite recursion",
+    );
+    fails("rec { a = (x: x + 1) (a + 1); }.a", "infinite recursion");
+    fails("let t = x; x = t; in t", "infinite recursion");
+    // The same error, position and frames as the delayed argument gives:
+    // `if true then … else 0` forces nothing first, so its argument is
+    // delayed, and `if` adds no frame of its own; a variable is never
+    // evaluated at once.
+    for (now, later) in [
+        (
+            "let f = x: x + 1; in f (1 + \"a\")",
+            "let f = x: if true then x + 1 else 0; in f (1 + \"a\")",
+        ),
+        (
+            "let f = x: y: y.a; in f 1 (throw \"t\")",
+            "let f = x: y: if true then y.a else 0; in f 1 (throw \"t\")",
+        ),
+        (
+            "let f = x: let t = x.a; in t + 1; in f { a = throw \"in let\"; }",
+            "let f = x: let t = x.a; in if true then t + 1 else 0; in f { a = throw \"in let\"; }",
+        ),
+        (
+            "let f = { a }: a; in f ({ a = 1; } // throw \"formals\")",
+            // A variable is passed as it is, its thunk forced by the call.
+            "let f = { a }: a; x = { a = 1; } // throw \"formals\"; in f x",
+        ),
+    ] {
+        let mut ev = Evaluator::new(EvalSettings::default(), Rc::new(MemStore::new()));
+        let e1 = ev.eval_string(now, Path::new("/")).expect_err(now);
+        let e2 = ev.eval_string(later, Path::new("/")).expect_err(later);
+        assert_eq!(e1.msg, e2.msg, "{now}");
+        let at = |e: &super::EvalError| e.pos.map(|p| ev.source_text(p));
+        assert_eq!(at(&e1), at(&e2), "{now}");
+        let frames =
+            |e: &super::EvalError| e.frames.iter().map(|f| f.msg.clone()).collect::<Vec<_>>();
+        assert_eq!(frames(&e1), frames(&e2), "{now}");
+    }
+}

@@ -167,9 +167,11 @@ impl<'a> Compiler<'a> {
             ExprKind::Let { bindings, body } => {
                 let tree = self.build_tree(true, bindings, e.span, true)?;
                 let (def, body) = self.compile_tree_with_body(tree, Some(body))?;
+                let body = body.expect("body given");
                 Ir::Let {
+                    now: Ir::strict_binding(&def, &body),
                     def,
-                    body: body.expect("body given"),
+                    body,
                 }
             }
             ExprKind::LegacyLet(bindings) => {
@@ -452,6 +454,9 @@ impl<'a> Compiler<'a> {
                 body,
                 name: Default::default(),
                 extends: false,
+                rest: 1,
+                forces: None,
+                first: u32::MAX,
                 pos,
             }))
         })();
@@ -487,11 +492,22 @@ impl<'a> Compiler<'a> {
             }
             _ => self.compile(body)?,
         };
+        // What the chain's last body forces first, if it is one of the
+        // chain's arguments (its scope is the innermost, `up` 0).
+        let (rest, forces) = match &*body {
+            Ir::Lambda(d) if d.extends => (d.rest + 1, d.forces),
+            _ => (1, body.forced_first().filter(|f| f.up == 0)),
+        };
         Ok(Rc::new(LambdaDef {
             param: IrParam::Ident(name),
             body,
             name: Default::default(),
             extends,
+            rest,
+            forces,
+            first: forces
+                .and_then(|f| f.slot.checked_sub(slot))
+                .unwrap_or(u32::MAX),
             pos,
         }))
     }
