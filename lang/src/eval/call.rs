@@ -12,6 +12,44 @@ use super::raised::{raise, RResult};
 use super::{EResult, ErrorKind, EvalError, Evaluator, GROW_EVERY, INTERRUPT_EVERY, SCOPE_POOL};
 use crate::value::{Args, Closure, PrimOpApp, Value};
 
+/// Where [`Evaluator::apply_args`] takes a call's arguments from.
+pub(super) trait ArgSource {
+    /// The `i`-th argument, unevaluated.
+    fn delayed(&mut self, ev: &mut Evaluator, i: usize) -> Value;
+    /// The `i`-th argument, which the callee forces before anything else:
+    /// evaluated now where that saves a thunk.
+    fn forced_first(&mut self, ev: &mut Evaluator, i: usize) -> RResult<Value> {
+        Ok(self.delayed(ev, i))
+    }
+}
+
+/// The arguments of a call spine, expressions in `env`.
+struct SpineArgs<'a> {
+    args: &'a [Rc<Ir>],
+    env: &'a Env,
+}
+
+impl ArgSource for SpineArgs<'_> {
+    #[inline(always)]
+    fn delayed(&mut self, ev: &mut Evaluator, i: usize) -> Value {
+        ev.delay(&self.args[i], self.env)
+    }
+    #[inline(always)]
+    fn forced_first(&mut self, ev: &mut Evaluator, i: usize) -> RResult<Value> {
+        ev.eval_forced_first(&self.args[i], self.env)
+    }
+}
+
+/// Arguments that are values already (a builtin's callback).
+struct Given<F>(F);
+
+impl<F: FnMut(usize) -> Value> ArgSource for Given<F> {
+    #[inline(always)]
+    fn delayed(&mut self, _: &mut Evaluator, i: usize) -> Value {
+        (self.0)(i)
+    }
+}
+
 /// The frame [`Evaluator::enter`] adds to an error raised in `def`'s body.
 fn calling(def: &LambdaDef) -> String {
     match &*def.name.borrow() {
@@ -52,36 +90,25 @@ impl Evaluator {
         env: &Env,
         pos: Pos,
     ) -> RResult<Value> {
-        self.apply_args(
-            f,
-            args.len(),
-            |ev, i, now| {
-                if now {
-                    ev.eval_forced_first(&args[i], env)
-                } else {
-                    Ok(ev.delay(&args[i], env))
-                }
-            },
-            Some(pos),
-        )
+        self.apply_args(f, args.len(), SpineArgs { args, env }, Some(pos))
     }
 
-    /// Applies `f` to `n` arguments, the `i`-th produced by `arg(self, i,
-    /// now)`. A curried lambda chain (`a: b: …`) gets its scopes built
-    /// directly, and a builtin gets all its arguments at once, so neither
-    /// allocates intermediate closures or partial applications.
+    /// Applies `f` to `n` arguments, taken from `arg` ([`ArgSource`]). A curried
+    /// lambda chain (`a: b: …`) gets its scopes built directly, and a builtin
+    /// gets all its arguments at once, so neither allocates intermediate
+    /// closures or partial applications.
     ///
-    /// `now` says that the callee forces that argument before it does
-    /// anything else ([`LambdaDef::forces`], a lambda with formals, a type
-    /// predicate): `arg` may then evaluate it at once rather than delay it,
-    /// which nothing can tell apart but the thunk saved (and its scope, which
-    /// the thunk would have kept from the pool). Its errors get the frames
-    /// the callee would have added forcing it.
+    /// An argument the callee forces before it does anything else
+    /// ([`LambdaDef::forces`], a lambda with formals, a type predicate) is
+    /// taken with [`ArgSource::forced_first`], which may evaluate it at once
+    /// rather than delay it: nothing can tell that apart but the thunk saved
+    /// (and its scope, which the thunk would have kept from the pool). Its
+    /// errors get the frames the callee would have added forcing it.
     pub(super) fn apply_args(
         &mut self,
         mut f: Value,
         n: usize,
-        mut arg: impl FnMut(&mut Self, usize, bool) -> RResult<Value>,
+        mut arg: impl ArgSource,
         pos: Option<Pos>,
     ) -> RResult<Value> {
         let at = |r: RResult<Value>| match pos {
@@ -99,9 +126,13 @@ impl Evaluator {
                     } else {
                         usize::MAX
                     };
-                    let a = match arg(self, i, i == now) {
-                        Ok(a) => a,
-                        Err(e) => return at(forced_first_failed(e, &c.def)),
+                    let a = if i == now {
+                        match arg.forced_first(self, i) {
+                            Ok(a) => a,
+                            Err(e) => return at(forced_first_failed(e, &c.def)),
+                        }
+                    } else {
+                        arg.delayed(self, i)
                     };
                     i += 1;
                     // Borrowed, not cloned: the lambdas of a curried chain
@@ -115,12 +146,16 @@ impl Evaluator {
                             Ir::Lambda(d) if d.extends => d,
                             _ => break,
                         };
-                        let a = match arg(self, i, i == now) {
-                            Ok(a) => a,
-                            Err(e) => {
-                                self.recycle_scope(scope);
-                                return at(forced_first_failed(e, &c.def));
+                        let a = if i == now {
+                            match arg.forced_first(self, i) {
+                                Ok(a) => a,
+                                Err(e) => {
+                                    self.recycle_scope(scope);
+                                    return at(forced_first_failed(e, &c.def));
+                                }
                             }
+                        } else {
+                            arg.delayed(self, i)
                         };
                         i += 1;
                         scope.push(a);
@@ -133,7 +168,7 @@ impl Evaluator {
                 Value::PrimOp(app) if app.op.tests.is_some() && app.args.is_empty() => {
                     // A type predicate: answered here, as `f` would answer it.
                     let op = app.op;
-                    let a = match arg(self, i, true) {
+                    let a = match arg.forced_first(self, i) {
                         Ok(a) => a,
                         Err(e) => return at(Err(e).builtin_frame(op.name)),
                     };
@@ -153,7 +188,7 @@ impl Evaluator {
                         v.push(x.clone());
                     }
                     for k in i..i + need {
-                        v.push(arg(self, k, false)?);
+                        v.push(arg.delayed(self, k));
                     }
                     i += need;
                     f = at(self.call_primop(app.op, v))?;
@@ -163,7 +198,11 @@ impl Evaluator {
                     // A lambda with formals forces its argument first of all.
                     let now = matches!(&f, Value::Lambda(c)
                         if matches!(c.def.param, IrParam::Formals { .. }));
-                    let a = at(arg(self, i, now))?;
+                    let a = if now {
+                        at(arg.forced_first(self, i))?
+                    } else {
+                        arg.delayed(self, i)
+                    };
                     i += 1;
                     f = at(self.call(&f, a))?;
                 }
@@ -277,7 +316,12 @@ impl Evaluator {
     /// Applies `f` to several arguments in turn.
     pub fn call_n(&mut self, f: &Value, args: impl IntoIterator<Item = Value>) -> RResult<Value> {
         let args: smallvec::SmallVec<[Value; 4]> = args.into_iter().collect();
-        let r = self.apply_args(f.clone(), args.len(), |_, i, _| Ok(args[i].clone()), None)?;
+        let r = self.apply_args(
+            f.clone(),
+            args.len(),
+            Given(|i: usize| args[i].clone()),
+            None,
+        )?;
         self.force_owned(r)
     }
 
@@ -301,7 +345,7 @@ impl Evaluator {
         let r = self.apply_args(
             f.clone(),
             2,
-            |_, i, _| Ok(args[i].take().unwrap_or(Value::Null)),
+            Given(|i: usize| args[i].take().unwrap_or(Value::Null)),
             None,
         )?;
         self.force_owned(r)
