@@ -40,14 +40,9 @@ impl Evaluator {
     ///
     /// `now` is the binding the body forces first, when no binding reads it
     /// ([`Ir::strict_binding`]): evaluated here, once every other slot is
-    /// filled, with the position the body reads it at for its errors (as
-    /// forcing its thunk there would have given them).
-    pub(super) fn let_scope(
-        &mut self,
-        def: &AttrsDef,
-        env: &Env,
-        now: Option<Forced>,
-    ) -> RResult<Env> {
+    /// filled; if that fails, its slot gets a thunk raising the error again
+    /// ([`super::replay`]), which the body forces first.
+    pub(super) fn let_scope(&mut self, def: &AttrsDef, env: &Env, now: Option<Forced>) -> Env {
         debug_assert!(def.rec && def.dynamics.is_empty());
         let scope = self.new_scope(def, env);
         let skip = now.map_or(u32::MAX, |f| f.slot);
@@ -59,10 +54,13 @@ impl Evaluator {
         }
         if let Some(f) = now {
             let ir = &def.statics[f.slot as usize].value;
-            let v = self.nested(|ev| ev.eval(ir, &scope)).at_pos(f.pos)?;
+            let v = match self.nested(|ev| ev.eval(ir, &scope)) {
+                Ok(v) => v,
+                Err(e) => super::replay(e),
+            };
             scope.set(f.slot, v);
         }
-        Ok(scope)
+        scope
     }
 
     /// Builds a plain set literal ([`AttrsDef::is_plain`]): its values

@@ -17,9 +17,12 @@ pub(super) trait ArgSource {
     /// The `i`-th argument, unevaluated.
     fn delayed(&mut self, ev: &mut Evaluator, i: usize) -> Value;
     /// The `i`-th argument, which the callee forces before anything else:
-    /// evaluated now where that saves a thunk.
-    fn forced_first(&mut self, ev: &mut Evaluator, i: usize) -> RResult<Value> {
-        Ok(self.delayed(ev, i))
+    /// its value, evaluated now where that saves a thunk. When that fails,
+    /// a thunk raising the same error ([`super::replay`]): the callee forces it
+    /// first, so the error reaches the caller through the same frames as a
+    /// thunk of the expression would have.
+    fn forced_first(&mut self, ev: &mut Evaluator, i: usize) -> Value {
+        self.delayed(ev, i)
     }
 }
 
@@ -35,8 +38,11 @@ impl ArgSource for SpineArgs<'_> {
         ev.delay(&self.args[i], self.env)
     }
     #[inline(always)]
-    fn forced_first(&mut self, ev: &mut Evaluator, i: usize) -> RResult<Value> {
-        ev.eval_forced_first(&self.args[i], self.env)
+    fn forced_first(&mut self, ev: &mut Evaluator, i: usize) -> Value {
+        match ev.eval_forced_first(&self.args[i], self.env) {
+            Ok(v) => v,
+            Err(e) => super::replay(e),
+        }
     }
 }
 
@@ -48,32 +54,6 @@ impl<F: FnMut(usize) -> Value> ArgSource for Given<F> {
     fn delayed(&mut self, _: &mut Evaluator, i: usize) -> Value {
         (self.0)(i)
     }
-}
-
-/// The frame [`Evaluator::enter`] adds to an error raised in `def`'s body.
-fn calling(def: &LambdaDef) -> String {
-    match &*def.name.borrow() {
-        Some(n) => format!("while calling '{n}'"),
-        None => "while calling anonymous lambda".to_string(),
-    }
-}
-
-/// An argument evaluated at once because the chain starting at `head` forces
-/// it first (see [`Evaluator::apply_args`]) failed: the error gets what the
-/// body's forcing of it would have added, the position where the body reads
-/// it and the frame of the chain's last lambda.
-#[cold]
-#[inline(never)]
-fn forced_first_failed(e: super::raised::Raised, head: &LambdaDef) -> RResult<Value> {
-    let mut def = head;
-    while let Ir::Lambda(d) = &*def.body {
-        if !d.extends {
-            break;
-        }
-        def = d;
-    }
-    let read_at = head.forces.map(|f| f.pos).unwrap_or(def.pos);
-    Err(e).at_pos(read_at).frame(Some(def.pos), || calling(def))
 }
 
 impl Evaluator {
@@ -127,10 +107,7 @@ impl Evaluator {
                         usize::MAX
                     };
                     let a = if i == now {
-                        match arg.forced_first(self, i) {
-                            Ok(a) => a,
-                            Err(e) => return at(forced_first_failed(e, &c.def)),
-                        }
+                        arg.forced_first(self, i)
                     } else {
                         arg.delayed(self, i)
                     };
@@ -147,13 +124,7 @@ impl Evaluator {
                             _ => break,
                         };
                         let a = if i == now {
-                            match arg.forced_first(self, i) {
-                                Ok(a) => a,
-                                Err(e) => {
-                                    self.recycle_scope(scope);
-                                    return at(forced_first_failed(e, &c.def));
-                                }
-                            }
+                            arg.forced_first(self, i)
                         } else {
                             arg.delayed(self, i)
                         };
@@ -168,10 +139,7 @@ impl Evaluator {
                 Value::PrimOp(app) if app.op.tests.is_some() && app.args.is_empty() => {
                     // A type predicate: answered here, as `f` would answer it.
                     let op = app.op;
-                    let a = match arg.forced_first(self, i) {
-                        Ok(a) => a,
-                        Err(e) => return at(Err(e).builtin_frame(op.name)),
-                    };
+                    let a = arg.forced_first(self, i);
                     i += 1;
                     let r = self
                         .forced_type(&a)
@@ -199,7 +167,7 @@ impl Evaluator {
                     let now = matches!(&f, Value::Lambda(c)
                         if matches!(c.def.param, IrParam::Formals { .. }));
                     let a = if now {
-                        at(arg.forced_first(self, i))?
+                        arg.forced_first(self, i)
                     } else {
                         arg.delayed(self, i)
                     };
@@ -280,7 +248,10 @@ impl Evaluator {
         };
         self.nest -= 1;
         self.call_depth -= 1;
-        r.frame(Some(def.pos), || calling(def))
+        r.frame(Some(def.pos), || match &*def.name.borrow() {
+            Some(n) => format!("while calling '{n}'"),
+            None => "while calling anonymous lambda".to_string(),
+        })
     }
 
     /// Applies a function value to one argument and forces the result.

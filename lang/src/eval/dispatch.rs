@@ -155,7 +155,7 @@ fn let_in(ev: &mut Evaluator, ir: &Ir, env: &Env) -> RResult<Value> {
     let Ir::Let { def, body, now } = ir else {
         wrong_kind()
     };
-    let new_env = ev.let_scope(def, env, *now)?;
+    let new_env = ev.let_scope(def, env, *now);
     ev.eval(body, &new_env)
 }
 

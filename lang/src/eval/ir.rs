@@ -151,7 +151,7 @@ pub struct LambdaDef {
     /// itself a continuation.
     pub rest: u32,
     /// The argument the chain's last body forces before it does anything
-    /// else (its slot in the chain's scope, where the body reads it): a call
+    /// else (its slot in the chain's scope): a call
     /// supplying the whole chain evaluates that argument at once instead of
     /// delaying it (`Evaluator::apply_args`). `None` for formals, whose
     /// argument every call forces first anyway.
@@ -166,12 +166,11 @@ pub struct LambdaDef {
 }
 
 /// A variable an expression forces before anything else it does: slot
-/// `slot` of the scope `up` levels out, read at `pos`.
+/// `slot` of the scope `up` levels out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Forced {
     pub up: u32,
     pub slot: u32,
-    pub pos: Pos,
 }
 
 /// One node of the lowered expression.

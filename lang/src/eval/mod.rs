@@ -475,6 +475,17 @@ pub fn test_eval(expr: &str) -> Result<String, String> {
     }
 }
 
+/// A thunk that raises `e` again when forced: a value evaluated at once
+/// (`eval/strict.rs`) failed, and the thunk takes its place for the code
+/// that forces it first, so the error reaches it, and gets the frames, as a
+/// thunk of the expression would have.
+#[cold]
+#[inline(never)]
+pub(crate) fn replay(e: raised::Raised) -> Value {
+    let e = e.take();
+    Value::lazy(move |_| raised::raise(e.clone()))
+}
+
 /// The integer a constant or a variable holds, if it is one and already
 /// evaluated, without forcing, cloning or allocating anything.
 #[inline(always)]

@@ -171,14 +171,10 @@ impl Ir {
         let mut lets = 0;
         loop {
             ir = match ir {
-                Ir::Var { up, idx, pos } => {
+                Ir::Var { up, idx, .. } => {
                     // A variable bound by one of those `let`s is not an
                     // argument.
-                    return up.checked_sub(lets).map(|up| Forced {
-                        up,
-                        slot: *idx,
-                        pos: *pos,
-                    });
+                    return up.checked_sub(lets).map(|up| Forced { up, slot: *idx });
                 }
                 Ir::SelectVar { general, .. } => general,
                 Ir::Select { expr, .. } | Ir::HasAttr { expr, .. } => expr,
