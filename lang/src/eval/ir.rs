@@ -151,11 +151,11 @@ pub struct LambdaDef {
     /// itself a continuation.
     pub rest: u32,
     /// The argument the chain's last body forces before it does anything
-    /// else (its slot in the chain's scope): a call
-    /// supplying the whole chain evaluates that argument at once instead of
-    /// delaying it (`Evaluator::apply_args`). `None` for formals, whose
-    /// argument every call forces first anyway.
-    pub forces: Option<Forced>,
+    /// else, as its slot in the chain's scope: a call supplying the whole
+    /// chain evaluates that argument at once instead of delaying it
+    /// (`Evaluator::apply_args`). `None` for formals, whose argument every
+    /// call forces first anyway.
+    pub forces: Option<u32>,
     /// [`Self::forces`] counted from this lambda's own argument (0: its
     /// own), `u32::MAX` when there is none or it is an earlier lambda's of
     /// the chain: what a call reads, one addition from the argument's index.

@@ -286,8 +286,7 @@ impl Evaluator {
     pub(super) fn eval_forced_first(&mut self, ir: &Rc<Ir>, env: &Env) -> RResult<Value> {
         match &**ir {
             // A variable is read as it is: forcing it here saves nothing.
-            Ir::Const(v) => Ok(v.clone()),
-            Ir::Var { up, idx, .. } => Ok(env.ancestor(*up).get(*idx)),
+            Ir::Const(_) | Ir::Var { .. } => Ok(self.delay(ir, env)),
             _ => match self.known_now(ir, env) {
                 Some(v) => Ok(v),
                 None => self.nested(|ev| ev.eval(ir, env)),

@@ -496,7 +496,7 @@ impl<'a> Compiler<'a> {
         // chain's arguments (its scope is the innermost, `up` 0).
         let (rest, forces) = match &*body {
             Ir::Lambda(d) if d.extends => (d.rest + 1, d.forces),
-            _ => (1, body.forced_first().filter(|f| f.up == 0)),
+            _ => (1, body.forced_first().filter(|f| f.up == 0).map(|f| f.slot)),
         };
         Ok(Rc::new(LambdaDef {
             param: IrParam::Ident(name),
@@ -505,9 +505,7 @@ impl<'a> Compiler<'a> {
             extends,
             rest,
             forces,
-            first: forces
-                .and_then(|f| f.slot.checked_sub(slot))
-                .unwrap_or(u32::MAX),
+            first: forces.and_then(|f| f.checked_sub(slot)).unwrap_or(u32::MAX),
             pos,
         }))
     }
