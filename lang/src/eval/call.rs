@@ -2,10 +2,12 @@
 //! chains sharing one scope, the pool of emptied scopes), builtins (partial
 //! applications, full calls), `__functor` sets, and the call-depth limit and
 //! interrupt check every call passes. It must not evaluate anything but the
-//! body it enters (`Evaluator::eval`) and the arguments it is handed.
+//! body it enters (`Evaluator::eval`, or `direct::eval` for a body that
+//! needs no scope) and the arguments it is handed.
 
 use std::rc::Rc;
 
+use super::direct;
 use super::error::{self, ErrorExt};
 use super::ir::{Env, Ir, IrParam, LambdaDef, Pos, Slots, SLOTS_INLINE};
 use super::raised::{raise, RResult};
@@ -106,6 +108,48 @@ impl Evaluator {
                     } else {
                         usize::MAX
                     };
+                    let rest = c.def.rest as usize;
+                    if c.def.direct && !c.def.extends && rest <= 4 && n - i >= rest {
+                        // The whole chain, its body direct: its arguments
+                        // taken first, tried before any scope is made.
+                        let mut args = smallvec::SmallVec::<[Value; 4]>::new();
+                        for k in i..i + rest {
+                            args.push(if k == now {
+                                arg.forced_first(self, k)
+                            } else {
+                                arg.delayed(self, k)
+                            });
+                        }
+                        i += rest;
+                        let mut def = &c.def;
+                        while let Ir::Lambda(d) = &*def.body {
+                            if !d.extends {
+                                break;
+                            }
+                            def = d;
+                        }
+                        let inputs = direct::Inputs {
+                            args: &args,
+                            parent: &c.env,
+                        };
+                        if let Some(v) = direct::eval(&def.body, &inputs) {
+                            for a in args {
+                                a.release();
+                            }
+                            f = v;
+                            continue;
+                        }
+                        let mut args = args.into_iter();
+                        let first = args.next().expect("a chain has an argument");
+                        let scope = self.ident_scope(c, first);
+                        for a in args {
+                            scope.push(a);
+                        }
+                        let r = self.enter(def, &scope);
+                        self.recycle_scope(scope);
+                        f = at(r)?;
+                        continue;
+                    }
                     let a = if i == now {
                         arg.forced_first(self, i)
                     } else {
@@ -304,6 +348,23 @@ impl Evaluator {
         if let Value::Lambda(c) = f {
             if let (IrParam::Ident(_), Ir::Lambda(d)) = (&c.def.param, &*c.def.body) {
                 if d.extends {
+                    // The whole chain, its body direct: tried on the two
+                    // arguments as they are, before any scope is made.
+                    if c.def.direct && c.def.rest == 2 && !c.def.extends {
+                        let args = [a, b];
+                        let inputs = direct::Inputs {
+                            args: &args,
+                            parent: &c.env,
+                        };
+                        if let Some(v) = direct::eval(&d.body, &inputs) {
+                            let [a, b] = args;
+                            a.release();
+                            b.release();
+                            return Ok(v);
+                        }
+                        let [a, b] = args;
+                        return self.call2_scope(c, d, a, b);
+                    }
                     let scope = self.ident_scope(c, a);
                     scope.push(b);
                     let r = self.enter(d, &scope);
@@ -322,7 +383,39 @@ impl Evaluator {
         self.force_owned(r)
     }
 
+    /// [`Self::call2`] of the chain `c` (then `d`) through its scope.
+    fn call2_scope(
+        &mut self,
+        c: &Closure,
+        d: &Rc<LambdaDef>,
+        a: Value,
+        b: Value,
+    ) -> RResult<Value> {
+        let scope = self.ident_scope(c, a);
+        scope.push(b);
+        let r = self.enter(d, &scope);
+        self.recycle_scope(scope);
+        r
+    }
+
     pub(super) fn call_lambda(&mut self, c: &Rc<Closure>, arg: Value) -> RResult<Value> {
+        if c.def.direct && c.def.rest == 1 && !c.def.extends {
+            let args = [arg];
+            let inputs = direct::Inputs {
+                args: &args,
+                parent: &c.env,
+            };
+            if let Some(v) = direct::eval(&c.def.body, &inputs) {
+                let [arg] = args;
+                arg.release();
+                return Ok(v);
+            }
+            let [arg] = args;
+            let scope = self.ident_scope(c, arg);
+            let r = self.enter(&c.def, &scope);
+            self.recycle_scope(scope);
+            return r;
+        }
         let scope = self.bind_args(c, arg)?;
         let r = self.enter(&c.def, &scope);
         self.recycle_scope(scope);

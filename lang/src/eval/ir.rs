@@ -160,6 +160,10 @@ pub struct LambdaDef {
     /// own), `u32::MAX` when there is none or it is an earlier lambda's of
     /// the chain: what a call reads, one addition from the argument's index.
     pub first: u32,
+    /// Whether the chain's last body can be evaluated without its scope
+    /// (`direct::is_direct`): a call supplying the whole chain then tries
+    /// `direct::eval` on its arguments first.
+    pub direct: bool,
     /// The attribute or `let` name the lambda was bound to, for messages.
     pub name: RefCell<Option<Sym>>,
     pub pos: Pos,

@@ -14,6 +14,7 @@
 mod attrs;
 mod call;
 pub mod compile;
+mod direct;
 mod dispatch;
 pub mod error;
 mod import;

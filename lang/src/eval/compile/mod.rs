@@ -457,6 +457,7 @@ impl<'a> Compiler<'a> {
                 rest: 1,
                 forces: None,
                 first: u32::MAX,
+                direct: false,
                 pos,
             }))
         })();
@@ -494,9 +495,13 @@ impl<'a> Compiler<'a> {
         };
         // What the chain's last body forces first, if it is one of the
         // chain's arguments (its scope is the innermost, `up` 0).
-        let (rest, forces) = match &*body {
-            Ir::Lambda(d) if d.extends => (d.rest + 1, d.forces),
-            _ => (1, body.forced_first().filter(|f| f.up == 0).map(|f| f.slot)),
+        let (rest, forces, direct) = match &*body {
+            Ir::Lambda(d) if d.extends => (d.rest + 1, d.forces, d.direct),
+            _ => (
+                1,
+                body.forced_first().filter(|f| f.up == 0).map(|f| f.slot),
+                super::direct::is_direct(&body),
+            ),
         };
         Ok(Rc::new(LambdaDef {
             param: IrParam::Ident(name),
@@ -506,6 +511,7 @@ impl<'a> Compiler<'a> {
             rest,
             forces,
             first: forces.and_then(|f| f.checked_sub(slot)).unwrap_or(u32::MAX),
+            direct,
             pos,
         }))
     }
