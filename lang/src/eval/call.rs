@@ -109,44 +109,29 @@ impl Evaluator {
                         usize::MAX
                     };
                     let rest = c.def.rest as usize;
-                    if c.def.direct && !c.def.extends && rest <= 4 && n - i >= rest {
-                        // The whole chain, its body direct: its arguments
-                        // taken first, tried before any scope is made.
-                        let mut args = smallvec::SmallVec::<[Value; 4]>::new();
-                        for k in i..i + rest {
-                            args.push(if k == now {
-                                arg.forced_first(self, k)
+                    if c.def.direct && !c.def.extends && rest <= 2 && n - i >= rest {
+                        // The whole chain of one or two lambdas, its body
+                        // direct: its arguments taken first, tried before
+                        // any scope is made.
+                        let mut take = |ev: &mut Evaluator, k: usize| {
+                            if k == now {
+                                arg.forced_first(ev, k)
                             } else {
-                                arg.delayed(self, k)
-                            });
-                        }
-                        i += rest;
-                        let mut def = &c.def;
-                        while let Ir::Lambda(d) = &*def.body {
-                            if !d.extends {
-                                break;
+                                arg.delayed(ev, k)
                             }
-                            def = d;
-                        }
-                        let inputs = direct::Inputs {
-                            args: &args,
-                            parent: &c.env,
                         };
-                        if let Some(v) = direct::eval(&def.body, &inputs) {
-                            for a in args {
-                                a.release();
-                            }
-                            f = v;
-                            continue;
-                        }
-                        let mut args = args.into_iter();
-                        let first = args.next().expect("a chain has an argument");
-                        let scope = self.ident_scope(c, first);
-                        for a in args {
-                            scope.push(a);
-                        }
-                        let r = self.enter(def, &scope);
-                        self.recycle_scope(scope);
+                        let r = if rest == 1 {
+                            let a = take(self, i);
+                            self.call_chain(c, &c.def, [a])
+                        } else {
+                            let Ir::Lambda(d) = &*c.def.body else {
+                                unreachable!("a chain of two lambdas")
+                            };
+                            let a = take(self, i);
+                            let b = take(self, i + 1);
+                            self.call_chain(c, d, [a, b])
+                        };
+                        i += rest;
                         f = at(r)?;
                         continue;
                     }
@@ -351,19 +336,7 @@ impl Evaluator {
                     // The whole chain, its body direct: tried on the two
                     // arguments as they are, before any scope is made.
                     if c.def.direct && c.def.rest == 2 && !c.def.extends {
-                        let args = [a, b];
-                        let inputs = direct::Inputs {
-                            args: &args,
-                            parent: &c.env,
-                        };
-                        if let Some(v) = direct::eval(&d.body, &inputs) {
-                            let [a, b] = args;
-                            a.release();
-                            b.release();
-                            return Ok(v);
-                        }
-                        let [a, b] = args;
-                        return self.call2_scope(c, d, a, b);
+                        return self.call_chain(c, d, [a, b]);
                     }
                     let scope = self.ident_scope(c, a);
                     scope.push(b);
@@ -383,38 +356,40 @@ impl Evaluator {
         self.force_owned(r)
     }
 
-    /// [`Self::call2`] of the chain `c` (then `d`) through its scope.
-    fn call2_scope(
+    /// Calls the chain `c` whose last lambda is `def` (`c.def` itself for a
+    /// chain of one), with all its arguments, `args`: its direct body
+    /// ([`LambdaDef::direct`]) evaluated on them where they are, or, when
+    /// that declines, the body entered in a scope holding them.
+    #[inline(always)]
+    fn call_chain<const N: usize>(
         &mut self,
         c: &Closure,
-        d: &Rc<LambdaDef>,
-        a: Value,
-        b: Value,
+        def: &Rc<LambdaDef>,
+        args: [Value; N],
     ) -> RResult<Value> {
-        let scope = self.ident_scope(c, a);
-        scope.push(b);
-        let r = self.enter(d, &scope);
+        let inputs = direct::Inputs {
+            args: &args,
+            parent: &c.env,
+        };
+        if let Some(v) = direct::eval(&def.body, &inputs) {
+            for a in args {
+                a.release();
+            }
+            return Ok(v);
+        }
+        let mut args = args.into_iter();
+        let scope = self.ident_scope(c, args.next().expect("a chain has an argument"));
+        for a in args {
+            scope.push(a);
+        }
+        let r = self.enter(def, &scope);
         self.recycle_scope(scope);
         r
     }
 
     pub(super) fn call_lambda(&mut self, c: &Rc<Closure>, arg: Value) -> RResult<Value> {
         if c.def.direct && c.def.rest == 1 && !c.def.extends {
-            let args = [arg];
-            let inputs = direct::Inputs {
-                args: &args,
-                parent: &c.env,
-            };
-            if let Some(v) = direct::eval(&c.def.body, &inputs) {
-                let [arg] = args;
-                arg.release();
-                return Ok(v);
-            }
-            let [arg] = args;
-            let scope = self.ident_scope(c, arg);
-            let r = self.enter(&c.def, &scope);
-            self.recycle_scope(scope);
-            return r;
+            return self.call_chain(c, &c.def, [arg]);
         }
         let scope = self.bind_args(c, arg)?;
         let r = self.enter(&c.def, &scope);

@@ -300,6 +300,11 @@ mod tests {
             ("builtins.sort (a: b: a.k < b.k) (map (k: { inherit k; }) [ 3 1 2 ])", "[ { k = 1; } { k = 2; } { k = 3; } ]"),
             ("builtins.foldl' (p: d: if d.priority < p then d.priority else p) 9999 [ { priority = 5; } { priority = 2; } ]", "2"),
             ("builtins.filter (x: x > 1) [ 1 2 3 ]", "[ 2 3 ]"),
+            // Partial and over-application: a chain's later lambda called
+            // alone, a direct result that is a function applied further.
+            ("let f = a: b: a < b; g = f 1; in [ (g 2) (g 0) (f 1 2) ]", "[ true false true ]"),
+            ("let id = a: a; in [ (id (x: x + 1) 2) (id id id 3) ]", "[ 3 3 ]"),
+            ("let f = a: b: c: a + b * c; in [ (f 1 2 3) (f 1 2 3) ((f 1) 2 3) ]", "[ 7 7 7 ]"),
             // Bodies next to direct ones that are not: type predicates,
             // `or`, `?`.
             ("let t = v: if builtins.isAttrs v then v._type or \"\" else \"\"; a = { _type = \"if\"; }; b = { }; in [ (t a) (t a) (t b) (t b) (t 1) (t 1) ]", "[ \"if\" \"if\" \"\" \"\" \"\" \"\" ]"),
