@@ -367,6 +367,12 @@ impl Evaluator {
         def: &Rc<LambdaDef>,
         args: [Value; N],
     ) -> RResult<Value> {
+        // Counted as `enter` counts calls, so that an evaluation made of
+        // direct calls alone (a fold, a sort) still sees an interrupt.
+        self.calls = self.calls.wrapping_add(1);
+        if self.calls.is_multiple_of(INTERRUPT_EVERY) {
+            self.check_interrupt(def.pos)?;
+        }
         let inputs = direct::Inputs {
             args: &args,
             parent: &c.env,

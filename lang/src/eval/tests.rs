@@ -95,6 +95,20 @@ fn the_interrupt_flag_stops_an_evaluation() {
         crate::value::print::print_value(&ev.force(&v).unwrap()),
         "10000"
     );
+    // Calls evaluated without a scope (`eval/direct.rs`) see it too: the
+    // elements made by 100,000 direct calls of `i: i`, then a fold of as
+    // many (its elements already evaluated), the flag raised from the start.
+    flag.store(true, Ordering::Relaxed);
+    let folds = "let xs = builtins.genList (i: i) 100000; in \
+                 builtins.seq (builtins.deepSeq xs null) (builtins.foldl' (a: b: a + b) 0 xs)";
+    let e = ev.eval_string(folds, Path::new("/")).unwrap_err();
+    assert_eq!(e.kind, super::ErrorKind::Interrupted);
+    flag.store(false, Ordering::Relaxed);
+    let v = ev.eval_string(folds, Path::new("/")).unwrap();
+    assert_eq!(
+        crate::value::print::print_value(&ev.force(&v).unwrap()),
+        "4999950000"
+    );
 }
 
 fn eval_print(src: &str) -> String {
