@@ -27,7 +27,7 @@
 //! which is what makes skipping it invisible.
 
 use super::ir::{Env, Ir};
-use super::ops::int_fast_path;
+use super::ops::{equal_scalars, int_fast_path, less_scalars};
 use crate::syntax::ast::BinaryOp;
 use crate::value::Value;
 
@@ -204,14 +204,14 @@ fn compare(op: BinaryOp, l: &Value, r: &Value) -> Option<bool> {
         });
     }
     match op {
-        Eq => equal(l, r),
-        NotEq => equal(l, r).map(|e| !e),
+        Eq => equal_scalars(l, r),
+        NotEq => equal_scalars(l, r).map(|e| !e),
         // As `binary_values` desugars them: `a > b` is `b < a`, `a <= b`
         // is `!(b < a)`.
-        Lt => less(l, r),
-        Le => less(r, l).map(|x| !x),
-        Gt => less(r, l),
-        _ => less(l, r).map(|x| !x),
+        Lt => less_scalars(l, r),
+        Le => less_scalars(r, l).map(|x| !x),
+        Gt => less_scalars(r, l),
+        _ => less_scalars(l, r).map(|x| !x),
     }
 }
 
@@ -228,44 +228,6 @@ fn strict(op: BinaryOp, l: &Value, r: &Value) -> Option<Value> {
         // Floats, strings (whose context `+` merges) and paths: the
         // evaluator's.
         _ => None,
-    }
-}
-
-/// `==` as `Evaluator::equal` answers it for two evaluated values, but for
-/// two lists or two sets (compared element by element, forcing them).
-fn equal(l: &Value, r: &Value) -> Option<bool> {
-    Some(match (l, r) {
-        (Value::Thunk(_), _) | (_, Value::Thunk(_)) => return None,
-        (Value::List(_), Value::List(_)) | (Value::Attrs(_), Value::Attrs(_)) => return None,
-        (Value::Null, Value::Null) => true,
-        (Value::Bool(a), Value::Bool(b)) => a == b,
-        (Value::Int(a), Value::Int(b)) => a == b,
-        (Value::Int(_) | Value::Float(_), Value::Int(_) | Value::Float(_)) => {
-            number(l) == number(r)
-        }
-        (Value::String(a), Value::String(b)) => a.as_str() == b.as_str(),
-        (Value::Path(a), Value::Path(b)) => a == b,
-        // Values of different types are never equal.
-        _ => false,
-    })
-}
-
-/// `a < b` as `Evaluator::less_than` answers it for numbers and strings;
-/// `None` for anything else (lists, paths, and the type errors).
-fn less(a: &Value, b: &Value) -> Option<bool> {
-    Some(match (a, b) {
-        (Value::Int(x), Value::Int(y)) => x < y,
-        (Value::Int(_) | Value::Float(_), Value::Int(_) | Value::Float(_)) => number(a) < number(b),
-        (Value::String(x), Value::String(y)) => x.as_str().as_bytes() < y.as_str().as_bytes(),
-        _ => return None,
-    })
-}
-
-fn number(v: &Value) -> f64 {
-    match v {
-        Value::Int(i) => *i as f64,
-        Value::Float(f) => f.get(),
-        _ => f64::NAN,
     }
 }
 

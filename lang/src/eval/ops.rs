@@ -291,15 +291,10 @@ impl Evaluator {
 
     /// [`Self::equal`] of two values in weak head normal form.
     fn equal_evaluated(&mut self, l: &Value, r: &Value) -> RResult<bool> {
+        if let Some(same) = equal_scalars(l, r) {
+            return Ok(same);
+        }
         Ok(match (l, r) {
-            (Value::Null, Value::Null) => true,
-            (Value::Bool(a), Value::Bool(b)) => a == b,
-            (Value::Int(a), Value::Int(b)) => a == b,
-            (Value::Int(_) | Value::Float(_), Value::Int(_) | Value::Float(_)) => {
-                as_f64(l) == as_f64(r)
-            }
-            (Value::String(a), Value::String(b)) => a.as_str() == b.as_str(),
-            (Value::Path(a), Value::Path(b)) => a == b,
             (Value::List(a), Value::List(b)) => {
                 if Rc::ptr_eq(a, b) {
                     return Ok(true);
@@ -374,15 +369,10 @@ impl Evaluator {
     pub fn less_than(&mut self, a: &Value, b: &Value) -> RResult<bool> {
         let a = self.force(a)?;
         let b = self.force(b)?;
+        if let Some(less) = less_scalars(&a, &b) {
+            return Ok(less);
+        }
         match (&a, &b) {
-            (Value::Int(x), Value::Int(y)) => Ok(x < y),
-            (Value::Float(x), Value::Float(y)) => Ok(x.get() < y.get()),
-            (Value::Int(x), Value::Float(y)) => Ok((*x as f64) < y.get()),
-            (Value::Float(x), Value::Int(y)) => Ok(x.get() < (*y as f64)),
-            (Value::String(x), Value::String(y)) => {
-                Ok(x.as_str().as_bytes() < y.as_str().as_bytes())
-            }
-            (Value::Path(x), Value::Path(y)) => Ok(x.as_os_str() < y.as_os_str()),
             (Value::List(x), Value::List(y)) => {
                 let mut i = 0;
                 loop {
@@ -754,6 +744,43 @@ fn show_type(v: &Value) -> String {
         Value::PrimOp(app) => format!("the partially applied built-in function '{}'", app.op.name),
         other => other.type_().described().into(),
     }
+}
+
+/// `l == r` for two evaluated values, where no element needs comparing:
+/// every pair but two lists or two sets (and `None` for a thunk). Numbers
+/// compare across int and float; values of different types are unequal.
+/// Shared by `==` and direct evaluation (`direct.rs`).
+#[inline]
+pub(crate) fn equal_scalars(l: &Value, r: &Value) -> Option<bool> {
+    Some(match (l, r) {
+        (Value::Thunk(_), _) | (_, Value::Thunk(_)) => return None,
+        (Value::List(_), Value::List(_)) | (Value::Attrs(_), Value::Attrs(_)) => return None,
+        (Value::Null, Value::Null) => true,
+        (Value::Bool(a), Value::Bool(b)) => a == b,
+        (Value::Int(a), Value::Int(b)) => a == b,
+        (Value::Int(_) | Value::Float(_), Value::Int(_) | Value::Float(_)) => {
+            as_f64(l) == as_f64(r)
+        }
+        (Value::String(a), Value::String(b)) => a.as_str() == b.as_str(),
+        (Value::Path(a), Value::Path(b)) => a == b,
+        _ => false,
+    })
+}
+
+/// `a < b` for numbers (ints and floats mixed), strings and paths; `None`
+/// for anything else (lists, compared element by element, and the pairs
+/// that are type errors). Shared by `<` and direct evaluation.
+#[inline]
+pub(crate) fn less_scalars(a: &Value, b: &Value) -> Option<bool> {
+    Some(match (a, b) {
+        (Value::Int(x), Value::Int(y)) => x < y,
+        (Value::Float(x), Value::Float(y)) => x.get() < y.get(),
+        (Value::Int(x), Value::Float(y)) => (*x as f64) < y.get(),
+        (Value::Float(x), Value::Int(y)) => x.get() < (*y as f64),
+        (Value::String(x), Value::String(y)) => x.as_str().as_bytes() < y.as_str().as_bytes(),
+        (Value::Path(x), Value::Path(y)) => x.as_os_str() < y.as_os_str(),
+        _ => return None,
+    })
 }
 
 fn as_f64(v: &Value) -> f64 {
