@@ -320,15 +320,22 @@ fn select_in_place(expr: &Ir, path: &[IrAttrName], env: &Env) -> Option<(Sym, Op
 #[inline(always)]
 fn slot_lookup(env: &Env, up: u32, idx: u32, name: Sym) -> Option<Option<Value>> {
     let slots = env.ancestor(up).0.slots.borrow();
-    let set = match slots.as_slice().get(idx as usize)? {
-        Value::Attrs(a) => a,
-        Value::Thunk(t) => match t.value_ref()? {
-            Value::Attrs(a) => a,
-            _ => return None,
-        },
-        _ => return None,
-    };
+    let set = evaluated_set(slots.as_slice().get(idx as usize)?)?;
     Some(set.get(name).map(read_through))
+}
+
+/// The set `v` is when it is an evaluated one: itself, or the value of a
+/// forced thunk. Shared with direct evaluation (`direct.rs`).
+#[inline(always)]
+pub(super) fn evaluated_set(v: &Value) -> Option<&Attrs> {
+    match v {
+        Value::Attrs(a) => Some(a),
+        Value::Thunk(t) => match t.value_ref()? {
+            Value::Attrs(a) => Some(a),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// [`Ir::SelectVar`]'s answer without evaluating: the attribute `name` of the

@@ -367,12 +367,6 @@ impl Evaluator {
         def: &Rc<LambdaDef>,
         args: [Value; N],
     ) -> RResult<Value> {
-        // Counted as `enter` counts calls, so that an evaluation made of
-        // direct calls alone (a fold, a sort) still sees an interrupt.
-        self.calls = self.calls.wrapping_add(1);
-        if self.calls.is_multiple_of(INTERRUPT_EVERY) {
-            self.check_interrupt(def.pos)?;
-        }
         let inputs = direct::Inputs {
             args: &args,
             parent: &c.env,
@@ -380,6 +374,13 @@ impl Evaluator {
         if let Some(v) = direct::eval(&def.body, &inputs) {
             for a in args {
                 a.release();
+            }
+            // Counted as `enter` counts the calls it makes (those declined
+            // here included), so that an evaluation made of direct calls
+            // alone (a fold, a sort) still sees an interrupt.
+            self.calls = self.calls.wrapping_add(1);
+            if self.calls.is_multiple_of(INTERRUPT_EVERY) {
+                self.check_interrupt(def.pos)?;
             }
             return Ok(v);
         }

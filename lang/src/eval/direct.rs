@@ -26,6 +26,8 @@
 //! body makes no closure, thunk or call cannot have its scope captured,
 //! which is what makes skipping it invisible.
 
+use super::attrs::evaluated_set;
+use super::forced;
 use super::ir::{Env, Ir};
 use super::ops::{equal_scalars, int_fast_path, less_scalars};
 use crate::syntax::ast::BinaryOp;
@@ -75,15 +77,6 @@ fn fits(ir: &Ir, budget: &mut u32) -> bool {
 pub(super) struct Inputs<'a> {
     pub args: &'a [Value],
     pub parent: &'a Env,
-}
-
-/// `v` when it is evaluated: itself, or the value of a forced thunk.
-#[inline(always)]
-fn known(v: &Value) -> Option<Value> {
-    match v {
-        Value::Thunk(t) => t.value(),
-        v => Some(v.clone()),
-    }
 }
 
 impl Inputs<'_> {
@@ -143,19 +136,11 @@ fn operand(ir: &Ir, inputs: &Inputs<'_>) -> Option<Value> {
 #[inline(always)]
 fn leaf(ir: &Ir, inputs: &Inputs<'_>) -> Option<Value> {
     match ir {
-        Ir::Const(v) => known(v),
-        Ir::Var { up, idx, .. } => inputs.slot(*up, *idx, known),
-        Ir::SelectVar { up, idx, name, .. } => inputs.slot(*up, *idx, |v| {
-            let set = match v {
-                Value::Attrs(a) => a,
-                Value::Thunk(t) => match t.value_ref()? {
-                    Value::Attrs(a) => a,
-                    _ => return None,
-                },
-                _ => return None,
-            };
-            known(set.get(*name)?)
-        }),
+        Ir::Const(v) => forced(v),
+        Ir::Var { up, idx, .. } => inputs.slot(*up, *idx, forced),
+        Ir::SelectVar { up, idx, name, .. } => {
+            inputs.slot(*up, *idx, |v| forced(evaluated_set(v)?.get(*name)?))
+        }
         _ => None,
     }
 }

@@ -161,8 +161,9 @@ pub struct LambdaDef {
     /// the chain: what a call reads, one addition from the argument's index.
     pub first: u32,
     /// Whether the chain's last body can be evaluated without its scope
-    /// (`direct::is_direct`): a call supplying the whole chain then tries
-    /// `direct::eval` on its arguments first.
+    /// (`direct::is_direct`): a call supplying the whole chain, when it is
+    /// one or two lambdas long, then tries `direct::eval` on its arguments
+    /// first (`Evaluator::call_chain`).
     pub direct: bool,
     /// The attribute or `let` name the lambda was bound to, for messages.
     pub name: RefCell<Option<Sym>>,
